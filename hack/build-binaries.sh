@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds the real control-plane parts the integration and end-to-end tests run:
+# etcd, kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes) and the
+# Argo Rollouts controller (two minors), all from Go modules, nothing downloaded prebuilt.
+# Binaries are cached under $CMA_CACHE (default $HOME/.cache/configmap-attacher), keyed on
+# their pinned versions, so a warm run only checks that the files exist.
+#
+# Usage: hack/build-binaries.sh [component...]   (default: all)
+# Prints the directory holding the binaries of each version on its last line per component.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.34.5}"
+ROLLOUTS_VERSION="${ROLLOUTS_VERSION:-v1.10.2}"
+ROLLOUTS_OLD_VERSION="${ROLLOUTS_OLD_VERSION:-v1.9.1}"
+CACHE="${CMA_CACHE:-$HOME/.cache/configmap-attacher}"
+export GOTOOLCHAIN="${GOTOOLCHAIN_BUILD:-go1.26.11}"
+export GOFLAGS=-mod=mod
+mkdir -p "$CACHE/logs"
+
+all=(etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old)
+comps=("$@")
+[ ${#comps[@]} -eq 0 ] && comps=("${all[@]}")
+
+kube_minor() { local v="${KUBE_VERSION#v}"; echo "${v#*.}" | cut -d. -f1; }
+kube_dir="$CACHE/kube-$KUBE_VERSION"
+start_all=$(date +%s)
+
+# kube wrapper module: k8s.io/kubernetes cannot be `go install`ed (its go.mod points the
+# staging modules at ./staging); a module that requires it and maps each staging module to
+# the published version builds every command.
+kube_wrapper() {
+  local w="$CACHE/src/kube-$KUBE_VERSION"
+  if [ ! -f "$w/go.sum.done" ]; then
+    mkdir -p "$w"
+    local staging="${KUBE_VERSION/v1./v0.}"
+    {
+      echo "module cma.local/kubewrapper"
+      echo "go 1.24.0"
+      echo "require k8s.io/kubernetes $KUBE_VERSION"
+      echo "replace ("
+      local modfile
+      modfile=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+      grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$modfile" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"
+    } > "$w/go.mod"
+    echo 'package main' > "$w/tools.go"
+    (cd "$w" && go mod download k8s.io/kubernetes && touch go.sum.done)
+  fi
+  echo "$w"
+}
+
+rollouts_wrapper() { # $1 version
+  local v="$1" w="$CACHE/src/rollouts-$1"
+  if [ ! -f "$w/ready" ]; then
+    rm -rf "$w"; mkdir -p "$w"
+    local dir
+    dir=$(go mod download -json "github.com/argoproj/argo-rollouts@$v" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    # The controller hard-codes its metrics and healthz listeners to 0.0.0.0. Tests must
+    # listen on loopback only, so build from a copy whose listen address is 127.0.0.1.
+    cp -r "$dir" "$w/src"; chmod -R u+w "$w/src"
+    sed -i 's/"0\.0\.0\.0:%d"/"127.0.0.1:%d"/' "$w/src/controller/controller.go"
+    grep -q '"127.0.0.1:%d"' "$w/src/controller/controller.go"
+    touch "$w/ready"
+  fi
+  echo "$w/src"
+}
+
+build() { # name outdir logfile cmd...
+  local name="$1" out="$2" log="$3"; shift 3
+  if [ -x "$out/$name" ]; then echo "[$i/$n] $name: cached at $out/$name"; return; fi
+  mkdir -p "$out"
+  local t0=$(date +%s)
+  echo "[$i/$n] building $name (log: $log) ... elapsed so far $(( t0 - start_all ))s"
+  if ! "$@" >"$log" 2>&1; then
+    echo "[$i/$n] FAILED to build $name after $(( $(date +%s) - t0 ))s; last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    echo "retry with: $0 $name" >&2
+    exit 1
+  fi
+  echo "[$i/$n] built $name in $(( $(date +%s) - t0 ))s"
+}
+
+n=${#comps[@]}; i=0
+for c in "${comps[@]}"; do
+  i=$((i+1))
+  case "$c" in
+    etcd)
+      w=$(kube_wrapper)
+      build etcd "$kube_dir" "$CACHE/logs/etcd.log" \
+        bash -c "cd '$w' && go build -trimpath -ldflags '-s -w' -o '$kube_dir/etcd.tmp' go.etcd.io/etcd/server/v3 && mv '$kube_dir/etcd.tmp' '$kube_dir/etcd'" ;;
+    kube-apiserver|kube-controller-manager|kubectl|kube-scheduler)
+      w=$(kube_wrapper)
+      ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(kube_minor)"
+      ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(kube_minor)"
+      build "$c" "$kube_dir" "$CACHE/logs/$c.log" \
+        bash -c "cd '$w' && go build -trimpath -ldflags '$ld' -o '$kube_dir/$c.tmp' k8s.io/kubernetes/cmd/$c && mv '$kube_dir/$c.tmp' '$kube_dir/$c'" ;;
+    rollouts-controller|rollouts-controller-old)
+      v="$ROLLOUTS_VERSION"; [ "$c" = rollouts-controller-old ] && v="$ROLLOUTS_OLD_VERSION"
+      src=$(rollouts_wrapper "$v")
+      out="$CACHE/rollouts-$v"
+      build rollouts-controller "$out" "$CACHE/logs/rollouts-$v.log" \
+        bash -c "cd '$src' && go build -trimpath -ldflags '-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=${v#v}' -o '$out/rollouts-controller.tmp' ./cmd/rollouts-controller && mv '$out/rollouts-controller.tmp' '$out/rollouts-controller'"
+      if [ ! -d "$out/crds" ]; then
+        mkdir -p "$out/crds"; for f in "$src"/manifests/crds/*-crd.yaml; do cp "$f" "$out/crds/"; done
+      fi ;;
+    *) echo "unknown component $c (known: ${all[*]})" >&2; exit 2 ;;
+  esac
+done
+echo "all ${n} components ready in $(( $(date +%s) - start_all ))s under $CACHE"
