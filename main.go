@@ -1,0 +1,22 @@
+// Command configmap-attacher makes revisioned ConfigMaps and Secrets dependents of the Argo
+// Rollouts ReplicaSets that use them, so the garbage collector keeps them exactly as long as
+// a ReplicaSet in the Rollout's history needs them.
+//
+// Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
+// step plugin; otherwise it is the command-line (Job) mode.
+package main
+
+import (
+	"os"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/rpc"
+)
+
+func main() {
+	if os.Getenv(rpc.Handshake.MagicCookieKey) != "" {
+		os.Exit(rpc.Serve(os.Args[1:], os.Stderr))
+	}
+	cli := &plugin.CLI{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	os.Exit(cli.Main(os.Args[1:]))
+}

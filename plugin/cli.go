@@ -1,0 +1,309 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Exit codes of the command line.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// CLI is the command-line (Job) mode: the original tool's interface on the same core.
+type CLI struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// NewClients builds the clients (tests inject fakes).
+	NewClients func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error)
+	// PollInterval is the pause between checks while waiting (default 2s).
+	PollInterval time.Duration
+}
+
+type cliOptions struct {
+	rollout, namespace, configMaps, secrets string
+	allowUnreferenced, version              bool
+	timeout                                 time.Duration
+	client                                  ClientOptions
+	logLevel, logFormat                     string
+}
+
+func (c *CLI) flags(o *cliOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollout and of its ConfigMaps and Secrets (required)")
+	fs.StringVar(&o.configMaps, "configmaps", "", "comma-separated ConfigMap names, e.g. web-config-7f9c2,web-env-b41d0")
+	fs.StringVar(&o.secrets, "secrets", "", "comma-separated Secret names")
+	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
+	fs.DurationVar(&o.timeout, "timeout", DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
+	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(c.Stderr, "Usage: configmap-attacher -rollout NAME -namespace NS [-configmaps a,b] [-secrets c,d] [flags]\n\n"+
+			"Waits until the Argo Rollouts controller has created the ReplicaSet of the Rollout's current\n"+
+			"pod template, then adds it as an owner of each listed ConfigMap and Secret.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Main runs the command line and returns the exit code.
+func (c *CLI) Main(args []string) int {
+	var o cliOptions
+	fs := c.flags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage // the flag package has printed the problem and the usage
+	}
+	if o.version {
+		fmt.Fprintln(c.Stdout, "configmap-attacher", Version)
+		return ExitOK
+	}
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	if err := ConfigureLogger(log, o.logLevel, o.logFormat); err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		return ExitUsage
+	}
+	cfg, problems := o.config(fs.Args())
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(c.Stderr, "configmap-attacher: %s\n", p)
+		}
+		fmt.Fprintf(c.Stderr, "Run configmap-attacher -help for usage.\n")
+		return ExitUsage
+	}
+	getenv := c.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	// VERSION and JOB_NAME are only logged, for the audit trail; neither is required.
+	entry := log.WithFields(logrus.Fields{"rollout": o.rollout, "namespace": o.namespace})
+	entry.WithFields(logrus.Fields{"version": Version, "VERSION": getenv("VERSION"), "jobName": getenv("JOB_NAME"),
+		"configMaps": cfg.ConfigMaps, "secrets": cfg.Secrets}).Info("starting configmap-attacher")
+
+	newClients := c.NewClients
+	if newClients == nil {
+		newClients = NewClients
+	}
+	kube, ro, err := newClients(o.client)
+	if err != nil {
+		entry.Error(err)
+		return ExitFail
+	}
+	interval := c.PollInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	w := &waiter{kube: kube, rollouts: ro, cfg: cfg, ns: o.namespace, name: o.rollout, log: entry}
+	msg, err := w.run(context.Background(), interval)
+	if err != nil {
+		entry.Error(err)
+		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		return ExitFail
+	}
+	entry.Info(msg)
+	fmt.Fprintln(c.Stdout, msg)
+	return ExitOK
+}
+
+// config turns flags into a validated Config; it returns every problem.
+func (o *cliOptions) config(rest []string) (Config, []string) {
+	var problems []string
+	if len(rest) > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags, e.g. -configmaps %s", rest[0], rest[0]))
+	}
+	if o.rollout == "" {
+		problems = append(problems, "-rollout is required: the name of the Rollout")
+	}
+	if o.namespace == "" {
+		problems = append(problems, "-namespace is required: the namespace of the Rollout and its ConfigMaps")
+	}
+	cfg := Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: Duration{o.timeout}}
+	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 {
+		problems = append(problems, "nothing to attach: give -configmaps and/or -secrets, e.g. -configmaps web-config-7f9c2")
+	}
+	problems = append(problems, flagNames("-configmaps", cfg.ConfigMaps)...)
+	problems = append(problems, flagNames("-secrets", cfg.Secrets)...)
+	if o.timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("-timeout %s: must be positive, e.g. -timeout 5m", o.timeout))
+	}
+	return cfg, problems
+}
+
+func flagNames(flagName string, names []string) []string {
+	var out []string
+	for _, p := range validateNames(flagName, names) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// waiter polls until the Rollout's new ReplicaSet is there and uses every listed object,
+// then attaches. Run as an Argo CD Sync hook that may start before the new spec is applied,
+// it therefore waits for the new ReplicaSet instead of attaching to the previous one.
+type waiter struct {
+	kube     kubernetes.Interface
+	rollouts rolloutsclient.Interface
+	cfg      Config
+	ns, name string
+	log      logrus.FieldLogger
+	reason   string // why we are still waiting, for the timeout message
+}
+
+func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout.Duration)
+	defer cancel()
+	var msg string
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		done, m, err := w.try(ctx)
+		switch {
+		case err == nil:
+			msg = m
+			return done, nil
+		case IsPermanent(err):
+			return false, err
+		default:
+			w.reason = err.Error()
+			w.log.WithError(err).Warn("transient error; retrying")
+			return false, nil
+		}
+	})
+	if err != nil && !IsPermanent(err) {
+		return "", fmt.Errorf("timed out after %s waiting for %s", w.cfg.Timeout.Duration, w.reason)
+	}
+	return msg, err
+}
+
+func (w *waiter) waitFor(reason string) (bool, string, error) {
+	if reason != w.reason {
+		w.log.Info("waiting for " + reason)
+	}
+	w.reason = reason
+	return false, "", nil
+}
+
+func (w *waiter) try(ctx context.Context) (bool, string, error) {
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ro, err := w.rollouts.ArgoprojV1alpha1().Rollouts(w.ns).Get(rctx, w.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
+	case apierrors.IsForbidden(err):
+		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in examples/job.yaml", w.ns, w.name, apiMessage(err))}
+	case err != nil:
+		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
+	}
+	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
+		return w.waitFor(fmt.Sprintf("the Rollouts controller to observe generation %d of Rollout %s/%s (observed: %q)", ro.Generation, w.ns, w.name, ro.Status.ObservedGeneration))
+	}
+	ref := Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector, PodHash: ro.Status.CurrentPodHash}
+	if ro.Spec.WorkloadRef != nil {
+		sel, wait, err := w.workload(ctx, ro)
+		if err != nil || wait != "" {
+			if wait != "" {
+				return w.waitFor(wait)
+			}
+			return false, "", err
+		}
+		if ref.Selector == nil {
+			ref.Selector = sel
+		}
+	}
+	if ref.PodHash == "" {
+		return w.waitFor(fmt.Sprintf("Rollout %s to report status.currentPodHash", ref))
+	}
+	a := &Attacher{Client: w.kube, Log: w.log}
+	rss, err := a.ListReplicaSets(ctx, ref)
+	if err != nil {
+		return false, "", err
+	}
+	if rss.Current == nil {
+		return w.waitFor(fmt.Sprintf("ReplicaSet with label %s=%s owned by Rollout %s", PodTemplateHashLabel, ref.PodHash, ref))
+	}
+	plan := PlanAttach(ReplicaSets{Current: rss.Current}, w.cfg.Objects(), w.cfg.AllowUnreferenced)
+	if len(plan.Unreferenced) > 0 && !w.cfg.AllowUnreferenced {
+		// The Rollout may not carry the new template yet: keep waiting, and say so on timeout.
+		return w.waitFor(fmt.Sprintf("ReplicaSet %s to reference %s in its pod template (is the new Rollout spec applied? if the object is meant to be attached anyway, pass -allow-unreferenced)", rss.Current.Name, joinObjects(plan.Unreferenced)))
+	}
+	out := a.Apply(ctx, rss.Current, plan.Attach)
+	if err := out.Error(w.ns); err != nil {
+		return false, "", err
+	}
+	return true, SuccessMessage(rss.Current.Name, out.Attached, nil) + " of Rollout " + ref.String(), nil
+}
+
+// workload checks a workloadRef Rollout: the controller must have observed the Deployment's
+// latest generation, and the Deployment supplies the selector when the Rollout has none.
+func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*metav1.LabelSelector, string, error) {
+	wr := ro.Spec.WorkloadRef
+	if wr.Kind != "Deployment" {
+		return nil, "", &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	d, err := w.kube.AppsV1().Deployments(ro.Namespace).Get(rctx, wr.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, wr.Name), nil
+	case apierrors.IsForbidden(err):
+		return nil, "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in examples/job.yaml", ro.Namespace, wr.Name, apiMessage(err))}
+	case err != nil:
+		return nil, "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, wr.Name, err)
+	}
+	if ro.Status.WorkloadObservedGeneration != strconv.FormatInt(d.Generation, 10) {
+		return nil, fmt.Sprintf("the Rollouts controller to observe generation %d of Deployment %s/%s (observed: %q)", d.Generation, ro.Namespace, wr.Name, ro.Status.WorkloadObservedGeneration), nil
+	}
+	return d.Spec.Selector, "", nil
+}
+
+// ConfigureLogger sets the level and format of a logger.
+func ConfigureLogger(log *logrus.Logger, level, format string) error {
+	lvl, err := logrus.ParseLevel(level)
+	if err != nil {
+		return fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	log.SetLevel(lvl)
+	switch format {
+	case "text", "":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, DisableColors: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return fmt.Errorf("log format %q: use text or json", format)
+	}
+	return nil
+}

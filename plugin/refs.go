@@ -1,0 +1,59 @@
+package plugin
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+)
+
+// Kind is the kind of object the plugin attaches.
+type Kind string
+
+const (
+	// KindConfigMap is a core/v1 ConfigMap.
+	KindConfigMap Kind = "ConfigMap"
+	// KindSecret is a core/v1 Secret.
+	KindSecret Kind = "Secret"
+)
+
+// Object names one ConfigMap or Secret in the Rollout's namespace.
+type Object struct {
+	Kind Kind
+	Name string
+}
+
+func (o Object) String() string { return string(o.Kind) + " " + o.Name }
+
+// References is the set of ConfigMaps and Secrets a pod template uses.
+type References struct {
+	ConfigMaps map[string]bool
+	Secrets    map[string]bool
+}
+
+// Has reports whether the template references o.
+func (r References) Has(o Object) bool {
+	if o.Kind == KindSecret {
+		return r.Secrets[o.Name]
+	}
+	return r.ConfigMaps[o.Name]
+}
+
+// TemplateReferences returns every ConfigMap and Secret the pod spec references, using the
+// walkers the kubelet and the NodeRestriction admission plugin use (volumes incl. projected,
+// env valueFrom, envFrom, init and ephemeral containers, image pull secrets, secret refs of
+// CSI and other volume sources), so our idea of "used" is exactly Kubernetes' own.
+func TemplateReferences(spec *corev1.PodSpec) References {
+	refs := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	if spec == nil {
+		return refs
+	}
+	pod := &corev1.Pod{Spec: *spec}
+	podutil.VisitPodConfigmapNames(pod, func(name string) bool {
+		refs.ConfigMaps[name] = true
+		return true
+	})
+	podutil.VisitPodSecretNames(pod, func(name string) bool {
+		refs.Secrets[name] = true
+		return true
+	})
+	return refs
+}

@@ -1,0 +1,231 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// RequeueAfter is how soon a waiting step asks to be called again. The controller ignores
+// values up to 10 s (and then waits 30 s), so it must be above that floor.
+const RequeueAfter = 15 * time.Second
+
+// RunDeadline bounds one Run call: the controller's worker waits for it.
+const RunDeadline = 60 * time.Second
+
+// StepStatus is the JSON object the step returns as its Status; the controller stores it in
+// status.canary.stepPluginStatuses[].status and passes it back on the next call.
+type StepStatus struct {
+	ReplicaSet    string       `json:"replicaSet,omitempty"`
+	ReplicaSetUID string       `json:"replicaSetUID,omitempty"`
+	ConfigMaps    []string     `json:"configMaps,omitempty"`
+	Secrets       []string     `json:"secrets,omitempty"`
+	Skipped       []SkipStatus `json:"skipped,omitempty"`
+	WaitingSince  *metav1.Time `json:"waitingSince,omitempty"`
+	WaitingFor    string       `json:"waitingFor,omitempty"`
+}
+
+// SkipStatus records a listed object left alone because only other ReplicaSets use it.
+type SkipStatus struct {
+	Kind   Kind     `json:"kind"`
+	Name   string   `json:"name"`
+	UsedBy []string `json:"usedBy"`
+}
+
+// ClientFunc returns the Kubernetes client. It is called on every Run so that a client that
+// failed to build (say, the apiserver was unreachable at start) is retried later instead of
+// failing InitPlugin, which the controller never retries.
+type ClientFunc func() (kubernetes.Interface, error)
+
+// Step implements the Run, Abort and Terminate operations of the step plugin. It holds no
+// per-rollout state: one Step serves every Rollout of the controller concurrently.
+type Step struct {
+	Client ClientFunc
+	Log    logrus.FieldLogger
+	// Now is the clock (tests set it).
+	Now func() time.Time
+	// Concurrency bounds concurrent patches per call (default 8).
+	Concurrency int
+}
+
+func (s *Step) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Step) log() logrus.FieldLogger {
+	if s.Log == nil {
+		return logrus.StandardLogger()
+	}
+	return s.Log
+}
+
+// Run attaches the listed objects to the ReplicaSet being rolled out.
+func (s *Step) Run(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	ctx, cancel := context.WithTimeout(context.Background(), RunDeadline)
+	defer cancel()
+	return s.run(ctx, ro, sc)
+}
+
+func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	if ro == nil || sc == nil {
+		return failed("the controller sent no Rollout or no step context: nothing to do"), types.RpcError{}
+	}
+	ref := Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector, PodHash: ro.Status.CurrentPodHash}
+	log := s.log().WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "step": sc.PluginName})
+
+	cfg, err := ParseConfig(sc.Config)
+	if err != nil {
+		log.WithError(err).Warn("step failed")
+		return failed(err.Error()), types.RpcError{}
+	}
+	var prev StepStatus
+	if len(sc.Status) > 0 {
+		// A Status we cannot read is only a lost wait start; never fail on it.
+		_ = json.Unmarshal(sc.Status, &prev)
+	}
+
+	client, err := s.Client()
+	if err != nil {
+		return types.RpcStepResult{}, rpcErr(fmt.Errorf("building the Kubernetes client: %w", err))
+	}
+	a := &Attacher{Client: client, Log: log, Concurrency: s.Concurrency}
+
+	rss, err := a.ListReplicaSets(ctx, ref)
+	if err != nil {
+		return s.verdict(log, err)
+	}
+	if rss.Current == nil {
+		return s.wait(log, ref, cfg, prev)
+	}
+	if rss.Current.DeletionTimestamp != nil {
+		return failed(fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it", rss.Current.Name)), types.RpcError{}
+	}
+	log = log.WithField("replicaset", rss.Current.Name)
+	a.Log = log
+
+	plan := PlanAttach(rss, cfg.Objects(), cfg.AllowUnreferenced)
+	if err := plan.Err(); err != nil {
+		return s.verdict(log, err)
+	}
+	out := a.Apply(ctx, rss.Current, plan.Attach)
+	if err := out.Error(ro.Namespace); err != nil {
+		return s.verdict(log, err)
+	}
+	st := StepStatus{ReplicaSet: rss.Current.Name, ReplicaSetUID: string(rss.Current.UID)}
+	for _, o := range out.Attached {
+		if o.Kind == KindSecret {
+			st.Secrets = append(st.Secrets, o.Name)
+		} else {
+			st.ConfigMaps = append(st.ConfigMaps, o.Name)
+		}
+	}
+	for _, sk := range plan.Skipped {
+		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, UsedBy: sk.UsedBy})
+	}
+	msg := SuccessMessage(rss.Current.Name, out.Attached, plan.Skipped)
+	log.Info(msg)
+	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
+}
+
+// wait returns Running while the ReplicaSet is missing, and Failed once the timeout passed
+// since the first wait (recorded in the Status, since the plugin keeps no memory).
+func (s *Step) wait(log logrus.FieldLogger, ref Rollout, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
+	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by Rollout %s", PodTemplateHashLabel, ref.PodHash, ref)
+	if ref.PodHash == "" {
+		what = fmt.Sprintf("Rollout %s to report status.currentPodHash", ref)
+	}
+	since := s.now()
+	if prev.WaitingSince != nil {
+		since = prev.WaitingSince.Time
+	}
+	if waited := s.now().Sub(since); waited >= cfg.Timeout.Duration {
+		msg := fmt.Sprintf("timed out after %s waiting for %s: check that the controller can create it (kubectl describe rollout %s -n %s), or raise timeout in the step config", waited.Round(time.Second), what, ref.Name, ref.Namespace)
+		log.Warn(msg)
+		return failed(msg), types.RpcError{}
+	}
+	st := StepStatus{WaitingSince: &metav1.Time{Time: since}, WaitingFor: what}
+	log.Info("waiting for " + what)
+	return types.RpcStepResult{Phase: types.PhaseRunning, Message: "waiting for " + what, RequeueAfter: RequeueAfter, Status: mustJSON(st)}, types.RpcError{}
+}
+
+// verdict maps an error to the step's result: permanent problems fail the step (with the
+// message), anything else is an error result that the controller retries.
+func (s *Step) verdict(log logrus.FieldLogger, err error) (types.RpcStepResult, types.RpcError) {
+	if IsPermanent(err) {
+		log.Warn("step failed: " + err.Error())
+		return failed(err.Error()), types.RpcError{}
+	}
+	log.WithError(err).Warn("transient error; the controller will retry the step")
+	return types.RpcStepResult{}, rpcErr(err)
+}
+
+// Abort keeps every owner reference: the ReplicaSet still uses those objects, and a retry of
+// the aborted rollout reuses the same ReplicaSet.
+func (s *Step) Abort(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to undo: owner references stay, the ReplicaSet still uses its objects"}, types.RpcError{}
+}
+
+// Terminate has nothing to stop: Run never leaves work running between calls.
+func (s *Step) Terminate(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to terminate"}, types.RpcError{}
+}
+
+// SuccessMessage says what was attached and what was skipped, e.g.
+// "attached 2 ConfigMaps and 1 Secret to ReplicaSet web-7f9c2d".
+func SuccessMessage(rs string, attached []Object, skipped []Skip) string {
+	var cms, secs int
+	for _, o := range attached {
+		if o.Kind == KindSecret {
+			secs++
+		} else {
+			cms++
+		}
+	}
+	var counts []string
+	if cms > 0 {
+		counts = append(counts, plural(cms, "ConfigMap"))
+	}
+	if secs > 0 {
+		counts = append(counts, plural(secs, "Secret"))
+	}
+	msg := "attached nothing to ReplicaSet " + rs
+	if len(counts) > 0 {
+		msg = fmt.Sprintf("attached %s to ReplicaSet %s", strings.Join(counts, " and "), rs)
+	}
+	for _, sk := range skipped {
+		msg += fmt.Sprintf("; skipped %s: not used by %s but by %s (a rollback re-ran a newer step list)", sk.Object, rs, strings.Join(sk.UsedBy, ", "))
+	}
+	return msg
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func failed(msg string) types.RpcStepResult {
+	return types.RpcStepResult{Phase: types.PhaseFailed, Message: msg}
+}
+
+func rpcErr(err error) types.RpcError { return types.RpcError{ErrorString: err.Error()} }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only fixed struct types are marshalled
+	}
+	return b
+}
