@@ -38,6 +38,9 @@ type Attacher struct {
 	RequestTimeout time.Duration
 	// Backoff paces retries of transient API errors inside one call (default: 4 tries over ~3s).
 	Backoff wait.Backoff
+	// RBACHint names the example RBAC that fixes a 403 for this mode's identity
+	// (default RBACHint, the step plugin's).
+	RBACHint string
 }
 
 // DefaultBackoff retries briefly: a longer outage is handed back to the controller, which
@@ -78,6 +81,13 @@ func (a *Attacher) requestTimeout() time.Duration {
 	return a.RequestTimeout
 }
 
+func (a *Attacher) rbacHint() string {
+	if a.RBACHint == "" {
+		return RBACHint
+	}
+	return a.RBACHint
+}
+
 func (a *Attacher) backoff() wait.Backoff {
 	if a.Backoff.Steps == 0 {
 		return DefaultBackoff
@@ -107,7 +117,7 @@ func (a *Attacher) ListReplicaSets(ctx context.Context, ro Rollout) (ReplicaSets
 	})
 	if err != nil {
 		if apierrors.IsForbidden(err) {
-			return out, &FailError{fmt.Sprintf("forbidden: cannot list replicasets.apps in namespace %s (%v): grant list on replicasets, see %s", ro.Namespace, apiMessage(err), RBACHint)}
+			return out, &FailError{fmt.Sprintf("forbidden: cannot list replicasets.apps in namespace %s (%v): grant list on replicasets, see %s", ro.Namespace, apiMessage(err), a.rbacHint())}
 		}
 		return out, fmt.Errorf("listing ReplicaSets of Rollout %s: %w", ro, err)
 	}
@@ -203,6 +213,7 @@ type Outcome struct {
 	Err error
 	// forbiddenMsg keeps the apiserver's wording of one 403 for the message.
 	forbiddenMsg string
+	rbacHint     string
 }
 
 // ownerPatch is a strategic merge patch that adds (or keeps) one owner reference. ObjectMeta
@@ -226,7 +237,7 @@ func ownerPatch(rs *appsv1.ReplicaSet) []byte {
 // Apply adds the owner reference of rs to each object, one strategic merge patch per object,
 // Concurrency at a time. It never reads or writes data, labels or annotations.
 func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []Object) Outcome {
-	out := Outcome{Rejected: map[Object]string{}}
+	out := Outcome{Rejected: map[Object]string{}, rbacHint: a.rbacHint()}
 	if len(objects) == 0 {
 		return out
 	}
@@ -300,8 +311,8 @@ func (o Outcome) Error(ns string) error {
 		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in the step config)", ns, joinObjects(o.Missing), pronoun(len(o.Missing))))
 	}
 	if len(o.Forbidden) > 0 {
-		parts = append(parts, fmt.Sprintf("forbidden to patch %s: %s; the plugin's service account needs verb patch on %s in namespace %s (apply %s; on clusters with OwnerReferencesPermissionEnforcement, such as OpenShift, also delete: examples/rbac-ownerreferences-enforcement.yaml)",
-			joinObjects(o.Forbidden), o.forbiddenMsg, resourcesOf(o.Forbidden), ns, RBACHint))
+		parts = append(parts, fmt.Sprintf("forbidden to patch %s: %s; the plugin's service account needs verb patch on %s in namespace %s (apply %s; on clusters with the OwnerReferencesPermissionEnforcement admission plugin, such as OpenShift, also delete: examples/rbac-ownerreferences-enforcement.yaml)",
+			joinObjects(o.Forbidden), o.forbiddenMsg, resourcesOf(o.Forbidden), ns, o.rbacHint))
 	}
 	if len(o.Rejected) > 0 {
 		var objs []Object

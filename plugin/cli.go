@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// JobRBACHint is the example RBAC of the command-line (Job) mode.
+const JobRBACHint = "examples/job.yaml"
+
 // Exit codes of the command line.
 const (
 	ExitOK    = 0
@@ -144,20 +147,12 @@ func (o *cliOptions) config(rest []string) (Config, []string) {
 	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 {
 		problems = append(problems, "nothing to attach: give -configmaps and/or -secrets, e.g. -configmaps web-config-7f9c2")
 	}
-	problems = append(problems, flagNames("-configmaps", cfg.ConfigMaps)...)
-	problems = append(problems, flagNames("-secrets", cfg.Secrets)...)
+	problems = append(problems, validateNames("-configmaps", cfg.ConfigMaps)...)
+	problems = append(problems, validateNames("-secrets", cfg.Secrets)...)
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be positive, e.g. -timeout 5m", o.timeout))
 	}
 	return cfg, problems
-}
-
-func flagNames(flagName string, names []string) []string {
-	var out []string
-	for _, p := range validateNames(flagName, names) {
-		out = append(out, p)
-	}
-	return out
 }
 
 // splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.
@@ -223,7 +218,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	case apierrors.IsNotFound(err):
 		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
 	case apierrors.IsForbidden(err):
-		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in examples/job.yaml", w.ns, w.name, apiMessage(err))}
+		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+JobRBACHint, w.ns, w.name, apiMessage(err))}
 	case err != nil:
 		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
 	}
@@ -246,7 +241,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if ref.PodHash == "" {
 		return w.waitFor(fmt.Sprintf("Rollout %s to report status.currentPodHash", ref))
 	}
-	a := &Attacher{Client: w.kube, Log: w.log}
+	a := &Attacher{Client: w.kube, Log: w.log, RBACHint: JobRBACHint}
 	rss, err := a.ListReplicaSets(ctx, ref)
 	if err != nil {
 		return false, "", err
@@ -280,7 +275,7 @@ func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*metav1.La
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, wr.Name), nil
 	case apierrors.IsForbidden(err):
-		return nil, "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in examples/job.yaml", ro.Namespace, wr.Name, apiMessage(err))}
+		return nil, "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+JobRBACHint, ro.Namespace, wr.Name, apiMessage(err))}
 	case err != nil:
 		return nil, "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, wr.Name, err)
 	}

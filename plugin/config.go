@@ -83,15 +83,19 @@ func ParseConfig(raw []byte) (Config, error) {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return cfg, &ConfigError{[]string{`config is empty: set "configMaps" and/or "secrets", e.g. config: {configMaps: [web-config-7f9c2]}`}}
 	}
+	if err := json.Unmarshal(trimmed, new(any)); err != nil {
+		return cfg, &ConfigError{[]string{fmt.Sprintf("config is not valid JSON: %v", err)}}
+	}
 	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &keys); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return cfg, &ConfigError{[]string{fmt.Sprintf("config is not valid JSON (offset %d): %v", syn.Offset, err)}}
-		}
+	strictErrs, err := sigsjson.UnmarshalStrict(trimmed, &keys)
+	if err != nil {
 		return cfg, &ConfigError{[]string{"config must be an object such as {configMaps: [web-config-7f9c2]}, not " + jsonKind(trimmed)}}
 	}
 	var problems []string
+	for _, e := range strictErrs {
+		// Only duplicate keys are reported here: YAML rejects them, but a JSON config may not.
+		problems = append(problems, e.Error()+": write each key once")
+	}
 	var unknown []string
 	for k := range keys {
 		if !contains(knownKeys, k) {

@@ -11,6 +11,7 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -54,6 +55,8 @@ type Step struct {
 	Now func() time.Time
 	// Concurrency bounds concurrent patches per call (default 8).
 	Concurrency int
+	// Backoff paces retries of transient errors within a call (default DefaultBackoff).
+	Backoff wait.Backoff
 }
 
 func (s *Step) now() time.Time {
@@ -99,7 +102,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	if err != nil {
 		return types.RpcStepResult{}, rpcErr(fmt.Errorf("building the Kubernetes client: %w", err))
 	}
-	a := &Attacher{Client: client, Log: log, Concurrency: s.Concurrency}
+	a := &Attacher{Client: client, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
 
 	rss, err := a.ListReplicaSets(ctx, ref)
 	if err != nil {
