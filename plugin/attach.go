@@ -251,7 +251,7 @@ func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []O
 	g.SetLimit(limit)
 	for _, o := range objects {
 		g.Go(func() error {
-			err := a.patchOne(ctx, rs, o, patch)
+			err := a.safePatch(ctx, rs, o, patch)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -277,6 +277,17 @@ func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []O
 	sortObjects(out.Missing)
 	sortObjects(out.Forbidden)
 	return out
+}
+
+// safePatch runs patchOne and turns a panic into an error: these goroutines are outside the
+// RPC layer's recover, and a panic there would kill the process every Rollout shares.
+func (a *Attacher) safePatch(ctx context.Context, rs *appsv1.ReplicaSet, o Object, patch []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error patching %s: %v", o, r)
+		}
+	}()
+	return a.patchOne(ctx, rs, o, patch)
 }
 
 func (a *Attacher) patchOne(ctx context.Context, rs *appsv1.ReplicaSet, o Object, patch []byte) error {

@@ -403,3 +403,14 @@ func TestRunConcurrent(t *testing.T) {
 		t.Errorf("static owners %v", refs)
 	}
 }
+
+// TestRunPanicInPatchGoroutine: a panic in a patch goroutine is outside the RPC layer's
+// recover; it must become an error result, not kill the shared plugin process.
+func TestRunPanicInPatchGoroutine(t *testing.T) {
+	c := world()
+	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) { panic("bug") })
+	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	if !rerr.HasError() || !strings.Contains(rerr.Error(), "internal error patching ConfigMap cfg-new") || res.Phase == types.PhaseFailed {
+		t.Errorf("%s %v", res.Phase, rerr)
+	}
+}

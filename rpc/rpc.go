@@ -41,7 +41,7 @@ var _ rolloutsrpc.StepPlugin = (*StepPlugin)(nil)
 // and would keep sending Run to an uninitialised plugin. The client is built lazily in Run.
 func (p *StepPlugin) InitPlugin() (rerr types.RpcError) {
 	defer p.recover("InitPlugin", nil, &rerr)
-	p.Log.WithField("version", plugin.Version).Info("configmap-attacher step plugin initialised")
+	p.log().WithField("version", plugin.Version).Info("configmap-attacher step plugin initialised")
 	return types.RpcError{}
 }
 
@@ -66,6 +66,15 @@ func (p *StepPlugin) Abort(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (res 
 // Type names the plugin; the controller never calls it for step plugins.
 func (p *StepPlugin) Type() string { return "configmap-attacher" }
 
+// log is the logger; a StepPlugin built without one must not turn a recovered panic into a
+// second, fatal one inside recover.
+func (p *StepPlugin) log() logrus.FieldLogger {
+	if p.Log == nil {
+		return logrus.StandardLogger()
+	}
+	return p.Log
+}
+
 // recover turns a panic into an error result: the controller retries the step, and the
 // process, shared by every Rollout, stays up.
 func (p *StepPlugin) recover(op string, ro *v1alpha1.Rollout, rerr *types.RpcError) {
@@ -73,7 +82,7 @@ func (p *StepPlugin) recover(op string, ro *v1alpha1.Rollout, rerr *types.RpcErr
 	if r == nil {
 		return
 	}
-	log := p.Log.WithField("operation", op)
+	log := p.log().WithField("operation", op)
 	if ro != nil {
 		log = log.WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace})
 	}
@@ -111,8 +120,10 @@ func ParseArgs(args []string, stderr io.Writer) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("plugin args in argo-rollouts-config: unexpected argument %q", fs.Arg(0))
 	}
-	if *qps <= 0 || o.Client.Burst <= 0 || o.Concurrency <= 0 {
-		return o, fmt.Errorf("plugin args in argo-rollouts-config: --qps, --burst and --concurrency must be positive")
+	for name, v := range map[string]float64{"--qps": *qps, "--burst": float64(o.Client.Burst), "--concurrency": float64(o.Concurrency)} {
+		if v <= 0 {
+			return o, fmt.Errorf("plugin args in argo-rollouts-config: %s %v: must be positive", name, v)
+		}
 	}
 	o.Client.QPS = float32(*qps)
 	return o, nil
@@ -130,9 +141,10 @@ func Serve(args []string, stderr io.Writer) int {
 		err = plugin.ConfigureLogger(log, o.LogLevel, o.LogFormat)
 	}
 	if err != nil {
-		log.Error(err)
+		log.Errorf("plugin args in argo-rollouts-config: %v", err)
 		return 2
 	}
+	log.SetFormatter(pluginFormatter(o.LogFormat))
 	entry := log.WithField("plugin", "configmap-attacher")
 	step := &plugin.Step{Client: plugin.LazyClient(o.Client), Log: entry, Concurrency: o.Concurrency}
 	goplugin.Serve(&goplugin.ServeConfig{
