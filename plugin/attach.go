@@ -321,7 +321,12 @@ func (o Outcome) Error(ns string) error {
 	if len(o.Missing) > 0 {
 		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in the step config)", ns, joinObjects(o.Missing), pronoun(len(o.Missing))))
 	}
-	if len(o.Forbidden) > 0 {
+	if len(o.Forbidden) > 0 && strings.Contains(o.forbiddenMsg, "can't delete") {
+		// The OwnerReferencesPermissionEnforcement admission plugin (OpenShift has it on) lets
+		// only users who may delete an object change its owner references.
+		parts = append(parts, fmt.Sprintf("forbidden to change the owner references of %s: the OwnerReferencesPermissionEnforcement admission plugin requires verb delete on %s in namespace %s in addition to patch (apply examples/rbac-ownerreferences-enforcement.yaml): %s",
+			joinObjects(o.Forbidden), resourcesOf(o.Forbidden), ns, o.forbiddenMsg))
+	} else if len(o.Forbidden) > 0 {
 		parts = append(parts, fmt.Sprintf("forbidden to patch %s: %s; the plugin's service account needs verb patch on %s in namespace %s (apply %s; on clusters with the OwnerReferencesPermissionEnforcement admission plugin, such as OpenShift, also delete: examples/rbac-ownerreferences-enforcement.yaml)",
 			joinObjects(o.Forbidden), o.forbiddenMsg, resourcesOf(o.Forbidden), ns, o.rbacHint))
 	}

@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// KubeVersion is the Kubernetes version of the control-plane binaries.
+const KubeVersion = "v1.34.5"
+
+// Binaries are the executables BinDir guarantees.
+var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+
+// ErrUnavailable marks errors meaning "no control-plane binaries on this machine and they
+// could not be built": tests skip on it unless Required() is true.
+var ErrUnavailable = errors.New("control-plane binaries unavailable")
+
+// Required reports whether a missing control plane must fail tests instead of skipping them:
+// CI=true or CMA_REQUIRE_CLUSTER=1.
+func Required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("CMA_REQUIRE_CLUSTER") == "1"
+}
+
+// CacheDir is the root of the binary cache: $CMA_CACHE or $HOME/.cache/configmap-attacher.
+func CacheDir() string {
+	if d := os.Getenv("CMA_CACHE"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".cache", "configmap-attacher")
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// BinDir returns the directory holding etcd, kube-apiserver, kube-controller-manager and
+// kubectl (CMA_KUBE_BIN_DIR, else <CacheDir>/kube-<KubeVersion>). Missing binaries are built
+// once per test binary with hack/build-binaries.sh, its progress going to stderr (a cold build
+// takes several minutes: run `make`/the script beforehand or raise -timeout). If they are
+// missing and cannot be built, BinDir skips the test, or fails it when Required().
+func BinDir(t testing.TB) string {
+	t.Helper()
+	d, err := FindBinDir()
+	if err != nil {
+		SkipOrFail(t, err)
+	}
+	return d
+}
+
+// FindBinDir is BinDir without a testing.TB (for TestMain). The error wraps ErrUnavailable
+// when the binaries are missing and cannot be built.
+func FindBinDir() (string, error) {
+	binOnce.Do(func() { binDir, binErr = findBinDir() })
+	return binDir, binErr
+}
+
+// SkipOrFail ends the test because of err: a skip when err is ErrUnavailable and the cluster
+// is not Required(), a failure otherwise.
+func SkipOrFail(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrUnavailable) && !Required() {
+		t.Skipf("skipping: no real control plane: %v (set CI=true or CMA_REQUIRE_CLUSTER=1 to fail instead)", err)
+	}
+	t.Fatalf("real control plane: %v", err)
+}
+
+func missing(dir string) []string {
+	var out []string
+	for _, b := range Binaries {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func findBinDir() (string, error) {
+	if d := os.Getenv("CMA_KUBE_BIN_DIR"); d != "" {
+		if m := missing(d); len(m) > 0 {
+			return "", fmt.Errorf("%w: CMA_KUBE_BIN_DIR=%s lacks %v", ErrUnavailable, d, m)
+		}
+		return d, nil
+	}
+	dir := filepath.Join(CacheDir(), "kube-"+KubeVersion)
+	m := missing(dir)
+	if len(m) == 0 {
+		return dir, nil
+	}
+	if os.Getenv("CMA_NO_BUILD") == "1" {
+		return "", fmt.Errorf("%w: %s lacks %v and CMA_NO_BUILD=1", ErrUnavailable, dir, m)
+	}
+	script, err := buildScript()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s lacks %v and %v", ErrUnavailable, dir, m, err)
+	}
+	fmt.Fprintf(os.Stderr, "test/cluster: %s lacks %v; building with %s %v (several minutes when cold)\n", dir, m, script, m)
+	cmd := exec.Command("bash", append([]string{script}, m...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = append(os.Environ(), "CMA_CACHE="+CacheDir())
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: %s lacks %v and %s failed: %v", ErrUnavailable, dir, m, script, err)
+	}
+	if m := missing(dir); len(m) > 0 {
+		return "", fmt.Errorf("%w: %s still lacks %v after %s", ErrUnavailable, dir, m, script)
+	}
+	return dir, nil
+}
+
+// buildScript finds hack/build-binaries.sh by walking up from the working directory (go test
+// runs in the package directory) and then from this source file.
+func buildScript() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, d := range starts {
+		for {
+			p := filepath.Join(d, "hack", "build-binaries.sh")
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return "", errors.New("hack/build-binaries.sh not found above the working directory")
+}

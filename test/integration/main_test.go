@@ -1,0 +1,284 @@
+// Package integration proves ownership and garbage collection against a real control plane:
+// etcd, kube-apiserver and kube-controller-manager (with the garbage collector) on 127.0.0.1,
+// started by test/cluster from binaries built from Go modules.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+var (
+	shared    *cluster.Cluster
+	sharedErr error
+)
+
+func TestMain(m *testing.M) {
+	shared, sharedErr = cluster.StartShared(cluster.Options{})
+	if sharedErr == nil {
+		sharedErr = installRolloutCRD(shared)
+	}
+	if sharedErr != nil {
+		fmt.Fprintln(os.Stderr, "shared cluster:", sharedErr)
+	}
+	code := m.Run()
+	shared.Stop()
+	os.Exit(code)
+}
+
+// sharedCluster returns the package's cluster, or skips (fails with CI=true) without one.
+func sharedCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	return cluster.Require(t, shared, sharedErr)
+}
+
+// rolloutsModuleDir is the argo-rollouts module source: CRDs and the controller's ClusterRole
+// come from there, exactly as users install them.
+func rolloutsModuleDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-rollouts").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the argo-rollouts module: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func installRolloutCRD(c *cluster.Cluster) error {
+	if c == nil {
+		return nil
+	}
+	dir, err := rolloutsModuleDir()
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(c.BinDir, "kubectl")
+	crd := filepath.Join(dir, "manifests", "crds", "rollout-crd.yaml")
+	if out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "apply", "--server-side", "-f", crd).CombinedOutput(); err != nil {
+		return fmt.Errorf("applying %s: %v: %s", crd, err, out)
+	}
+	// Poll for Established (kubectl wait races the CRD's creation).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "get", "crd", "rollouts.argoproj.io",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`).Output()
+		if string(out) == "True" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CRD rollouts.argoproj.io not established after 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// env is one test's namespace with clients.
+type env struct {
+	t        *testing.T
+	c        *cluster.Cluster
+	ns       string
+	admin    kubernetes.Interface
+	rollouts rolloutsclient.Interface
+}
+
+func newEnv(t *testing.T, c *cluster.Cluster) *env {
+	t.Helper()
+	rc, err := rolloutsclient.NewForConfig(c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, c: c, ns: c.Namespace(t), admin: c.Client(t), rollouts: rc}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// rollout creates a real Rollout object (nothing reconciles it here): its UID is what the
+// ReplicaSets' controller references point at, so the garbage collector keeps them.
+func (e *env) rollout(name string) *v1alpha1.Rollout {
+	e.t.Helper()
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: v1alpha1.RolloutSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}},
+			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{}},
+		},
+	}
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Create(ctx(e.t), ro, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create Rollout: %v", err)
+	}
+	return ro
+}
+
+// podSpec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
+func podSpec(configMaps, secrets []string) corev1.PodSpec {
+	c := corev1.Container{Name: "app", Image: "nginx"}
+	var vols []corev1.Volume
+	for _, cm := range configMaps {
+		vols = append(vols, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
+	}
+	for _, s := range secrets {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
+	}
+	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
+}
+
+// replicaSet creates a ReplicaSet of the Rollout as the controller would (label with the
+// hash, controller reference to the Rollout), with 0 replicas: no pods are needed.
+func (e *env) replicaSet(ro *v1alpha1.Rollout, hash string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+	e.t.Helper()
+	zero := int32(0)
+	labels := map[string]string{"app": ro.Name, plugin.PodTemplateHashLabel: hash}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: ro.Name + "-" + hash, Namespace: e.ns, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ro, v1alpha1.SchemeGroupVersion.WithKind("Rollout"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+	}
+	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Create(ctx(e.t), rs, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create ReplicaSet: %v", err)
+	}
+	return rs
+}
+
+func (e *env) configMap(name string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
+	e.t.Helper()
+	cm, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(e.t), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owners, Labels: map[string]string{"configmap-attacher/revisioned": "true"}},
+		Data:       map[string]string{"app.yaml": "color: " + name}}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create ConfigMap: %v", err)
+	}
+	return cm
+}
+
+func (e *env) secret(name string) *corev1.Secret {
+	e.t.Helper()
+	s, err := e.admin.CoreV1().Secrets(e.ns).Create(ctx(e.t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"token": []byte("s3cr3t-" + name)}}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create Secret: %v", err)
+	}
+	return s
+}
+
+func quietLog() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(os.Stderr)
+	l.SetLevel(logrus.WarnLevel)
+	return l
+}
+
+// step returns the step as the plugin process runs it, on the given client config.
+func step(cfg *rest.Config) *plugin.Step {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = plugin.DefaultQPS, plugin.DefaultBurst
+	return &plugin.Step{Log: quietLog(), Client: func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) }}
+}
+
+func run(t *testing.T, s *plugin.Step, ro *v1alpha1.Rollout, hash string, config any) types.RpcStepResult {
+	t.Helper()
+	raw, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ro.DeepCopy()
+	r.Status.CurrentPodHash = hash
+	res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: raw})
+	if rerr.HasError() {
+		t.Fatalf("Run returned an error result: %v", rerr)
+	}
+	return res
+}
+
+func mustSucceed(t *testing.T, res types.RpcStepResult) {
+	t.Helper()
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatalf("phase %s: %s", res.Phase, res.Message)
+	}
+}
+
+// ownerUIDs returns the UIDs of an object's owners (kind "cm" or "secret").
+func (e *env) ownerUIDs(kind, name string) (map[string]bool, string, error) {
+	var meta metav1.ObjectMeta
+	var err error
+	if kind == "secret" {
+		var s *corev1.Secret
+		s, err = e.admin.CoreV1().Secrets(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			meta = s.ObjectMeta
+		}
+	} else {
+		var cm *corev1.ConfigMap
+		cm, err = e.admin.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			meta = cm.ObjectMeta
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	uids := map[string]bool{}
+	for _, r := range meta.OwnerReferences {
+		uids[string(r.UID)] = true
+	}
+	return uids, meta.ResourceVersion, nil
+}
+
+// waitGone waits until the garbage collector has deleted the object.
+func (e *env) waitGone(kind, name string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, err := e.ownerUIDs(kind, name)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s %s not garbage-collected after 30s (err %v)", kind, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stillThere checks, after giving the garbage collector time to act, that the object exists.
+func (e *env) stillThere(kind, name string, wait time.Duration) {
+	e.t.Helper()
+	time.Sleep(wait)
+	if _, _, err := e.ownerUIDs(kind, name); err != nil {
+		e.t.Fatalf("%s %s should have survived: %v", kind, name, err)
+	}
+}
+
+func (e *env) deleteRS(rs *appsv1.ReplicaSet) {
+	e.t.Helper()
+	if err := e.admin.AppsV1().ReplicaSets(e.ns).Delete(ctx(e.t), rs.Name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatalf("delete ReplicaSet %s: %v", rs.Name, err)
+	}
+}

@@ -1,0 +1,329 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+func repoFile(parts ...string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, parts...)...)
+}
+
+// controllerBinding binds the Argo Rollouts controller's own ClusterRole (from the module, as
+// users install it) to the argo-rollouts ServiceAccount.
+const controllerBinding = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: argo-rollouts
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: argo-rollouts
+subjects:
+  - kind: ServiceAccount
+    name: argo-rollouts
+    namespace: argo-rollouts
+`
+
+// controllerIdentity returns a client config for a ServiceAccount "argo-rollouts" in the
+// test's namespace bound to the controller's ClusterRole plus the example RBAC files given:
+// exactly what the plugin process has in a real installation.
+func controllerIdentity(t *testing.T, c *cluster.Cluster, ns string, examples ...string) *rest.Config {
+	t.Helper()
+	cfg := c.ServiceAccountConfig(t, ns, "argo-rollouts", nil, nil)
+	dir, err := rolloutsModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyYAMLFile(t, nil, filepath.Join(dir, "manifests", "role", "argo-rollouts-clusterrole.yaml"), ns)
+	c.ApplyYAML(t, nil, []byte(controllerBinding), ns)
+	for _, ex := range examples {
+		c.ApplyYAMLFile(t, nil, repoFile("examples", ex), ns)
+	}
+	user := "system:serviceaccount:" + ns + ":argo-rollouts"
+	c.WaitForRBAC(t, user, ns, []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}}})
+	if len(examples) > 0 {
+		c.WaitForRBAC(t, user, ns, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}}})
+	}
+	return cfg
+}
+
+// 1. Attach, then delete the ReplicaSet: the ConfigMap and the Secret are collected.
+func TestAttachThenDeleteReplicaSetCollects(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	rs := e.replicaSet(ro, "aaa111", podSpec([]string{"web-config-1"}, []string{"web-secret-1"}))
+	e.configMap("web-config-1")
+	e.secret("web-secret-1")
+
+	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"web-config-1"}, "secrets": []string{"web-secret-1"}})
+	mustSucceed(t, res)
+	for _, k := range []string{"cm", "secret"} {
+		name := map[string]string{"cm": "web-config-1", "secret": "web-secret-1"}[k]
+		uids, _, err := e.ownerUIDs(k, name)
+		if err != nil || !uids[string(rs.UID)] || len(uids) != 1 {
+			t.Fatalf("%s %s owners %v (%v)", k, name, uids, err)
+		}
+	}
+	e.deleteRS(rs)
+	e.waitGone("cm", "web-config-1")
+	e.waitGone("secret", "web-secret-1")
+}
+
+// 2. An object owned by two ReplicaSets survives the deletion of one, and is collected after
+// the other.
+func TestTwoOwners(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	// "shared" keeps its name across two revisions (its content did not change).
+	rs1 := e.replicaSet(ro, "rev1", podSpec([]string{"shared", "cfg-1"}, nil))
+	rs2 := e.replicaSet(ro, "rev2", podSpec([]string{"shared", "cfg-2"}, nil))
+	for _, n := range []string{"shared", "cfg-1", "cfg-2"} {
+		e.configMap(n)
+	}
+	s := step(cfg)
+	mustSucceed(t, run(t, s, ro, "rev1", map[string]any{"configMaps": []string{"shared", "cfg-1"}}))
+	mustSucceed(t, run(t, s, ro, "rev2", map[string]any{"configMaps": []string{"shared", "cfg-2"}}))
+	uids, _, _ := e.ownerUIDs("cm", "shared")
+	if !uids[string(rs1.UID)] || !uids[string(rs2.UID)] {
+		t.Fatalf("shared owners %v, want both ReplicaSets", uids)
+	}
+	e.deleteRS(rs1)
+	e.waitGone("cm", "cfg-1")
+	e.stillThere("cm", "shared", 2*time.Second)
+	e.stillThere("cm", "cfg-2", 0)
+	e.deleteRS(rs2)
+	e.waitGone("cm", "shared")
+	e.waitGone("cm", "cfg-2")
+}
+
+// 3. An object with an owner of another kind keeps that owner, and survives the ReplicaSet.
+func TestOtherOwnerKept(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	rs := e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
+	keeper := e.configMap("keeper")
+	e.configMap("cfg", metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: keeper.Name, UID: keeper.UID})
+	mustSucceed(t, run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
+	uids, _, _ := e.ownerUIDs("cm", "cfg")
+	if !uids[string(keeper.UID)] || !uids[string(rs.UID)] || len(uids) != 2 {
+		t.Fatalf("owners %v, want the keeper and the ReplicaSet", uids)
+	}
+	e.deleteRS(rs)
+	e.stillThere("cm", "cfg", 3*time.Second)
+	uids, _, _ = e.ownerUIDs("cm", "cfg")
+	if !uids[string(keeper.UID)] {
+		t.Fatalf("the other owner was lost: %v", uids)
+	}
+}
+
+// 4. With exactly the RBAC in examples/, every operation works; without patch the step fails
+// with the documented message and nothing changes.
+func TestExampleRBAC(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, []string{"sec"}))
+	e.configMap("cfg")
+	e.secret("sec")
+	config := map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"sec"}}
+
+	// The controller's own role only: no patch.
+	bare := controllerIdentity(t, c, e.ns)
+	_, rvBefore, _ := e.ownerUIDs("cm", "cfg")
+	res := run(t, step(bare), ro, "aaa111", config)
+	if res.Phase != types.PhaseFailed {
+		t.Fatalf("phase %s: %s", res.Phase, res.Message)
+	}
+	for _, want := range []string{"forbidden to patch ConfigMap cfg, Secret sec", "verb patch on configmaps and secrets", plugin.RBACHint} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("message %q lacks %q", res.Message, want)
+		}
+	}
+	if uids, rv, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 || rv != rvBefore {
+		t.Errorf("a forbidden step changed the object: owners %v rv %s→%s", uids, rvBefore, rv)
+	}
+	// Now add examples/rbac-step-plugin.yaml.
+	c.ApplyYAMLFile(t, nil, repoFile("examples", "rbac-step-plugin.yaml"), e.ns)
+	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":argo-rollouts", e.ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}}})
+	mustSucceed(t, run(t, step(bare), ro, "aaa111", config))
+}
+
+// 5. With OwnerReferencesPermissionEnforcement, the RBAC for such clusters works and the plain
+// one fails with the documented message.
+func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{ExtraAPIServerArgs: []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"}})
+	if err := installRolloutCRD(c); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
+	e.configMap("cfg")
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
+	if res.Phase != types.PhaseFailed {
+		t.Fatalf("phase %s: %s", res.Phase, res.Message)
+	}
+	for _, want := range []string{"OwnerReferencesPermissionEnforcement", "delete on configmaps", "examples/rbac-ownerreferences-enforcement.yaml"} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("message %q lacks %q", res.Message, want)
+		}
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+		t.Errorf("owners %v after a refused step", uids)
+	}
+	c.ApplyYAMLFile(t, nil, repoFile("examples", "rbac-ownerreferences-enforcement.yaml"), e.ns)
+	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":argo-rollouts", e.ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}}})
+	mustSucceed(t, run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
+}
+
+// 6. Request counts: a step with N listed objects makes one list plus N patches, and a
+// repeated step changes no resourceVersion.
+func TestRequestCounts(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	var cms, secs []string
+	for i := 0; i < 20; i++ {
+		cms = append(cms, "cfg-"+string(rune('a'+i)))
+		e.configMap(cms[i])
+	}
+	for i := 0; i < 5; i++ {
+		secs = append(secs, "sec-"+string(rune('a'+i)))
+		e.secret(secs[i])
+	}
+	e.replicaSet(ro, "old", podSpec([]string{"cfg-a"}, nil))
+	e.replicaSet(ro, "new", podSpec(cms, secs))
+	counter := cluster.NewCounter()
+	s := step(counter.Wrap(cfg))
+	config := map[string]any{"configMaps": cms, "secrets": secs}
+	mustSucceed(t, run(t, s, ro, "new", config))
+	if got := counter.Count("list", "replicasets"); got != 1 {
+		t.Errorf("list replicasets = %d, want 1 (%s)", got, counter)
+	}
+	if got := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); got != 25 {
+		t.Errorf("patches = %d, want 25 (%s)", got, counter)
+	}
+	if got := counter.Total(); got != 26 {
+		t.Errorf("total requests = %d, want 26 (%s)", got, counter)
+	}
+	rvs := map[string]string{}
+	for _, n := range cms {
+		_, rvs[n], _ = e.ownerUIDs("cm", n)
+	}
+	mustSucceed(t, run(t, s, ro, "new", config))
+	for _, n := range cms {
+		if _, rv, _ := e.ownerUIDs("cm", n); rv != rvs[n] {
+			t.Errorf("a repeated step changed %s: resourceVersion %s → %s", n, rvs[n], rv)
+		}
+	}
+}
+
+// 7. The command line against the real apiserver: it waits while the status is stale or the
+// new ReplicaSet is missing, then attaches to the new ReplicaSet only.
+func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	old := e.replicaSet(ro, "old111", podSpec([]string{"cfg-old"}, nil))
+	e.configMap("cfg-old")
+	e.configMap("cfg-new")
+	e.secret("sec-new")
+	// The controller has seen generation 1 with the old ReplicaSet.
+	ro.Status.ObservedGeneration = "1"
+	ro.Status.CurrentPodHash = "old111"
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new spec is applied (generation 2); the controller has not caught up yet.
+	ro.Spec.Template.Annotations = map[string]string{"rev": "2"}
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Generation != 2 {
+		t.Fatalf("generation %d", ro.Generation)
+	}
+
+	// The Job's identity with exactly examples/job.yaml's RBAC.
+	jobCfg := c.ServiceAccountConfig(t, e.ns, "configmap-attacher-job", nil, nil)
+	c.ApplyYAMLFile(t, nil, repoFile("examples", "job.yaml"), e.ns)
+	user := "system:serviceaccount:" + e.ns + ":configmap-attacher-job"
+	c.WaitForRBAC(t, user, e.ns, []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}})
+	kubeconfig := c.WriteKubeconfig(t, jobCfg)
+
+	done := make(chan struct{})
+	var code int
+	var stdout, stderr strings.Builder
+	go func() {
+		defer close(done)
+		cli := &plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}
+		code = cli.Main([]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-new", "-secrets", "sec-new", "-kubeconfig", kubeconfig, "-timeout", "60s"})
+	}()
+	// Let it see the stale status for a while.
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("the command line finished before the controller caught up: exit %d, %s %s", code, stdout.String(), stderr.String())
+	default:
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg-new"); len(uids) != 0 {
+		t.Fatalf("attached before the new ReplicaSet existed: %v", uids)
+	}
+	// The controller catches up: status first (with the computed hash), then the ReplicaSet.
+	ro.Status.ObservedGeneration = "2"
+	ro.Status.CurrentPodHash = "new222"
+	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	newRS := e.replicaSet(ro, "new222", podSpec([]string{"cfg-new"}, []string{"sec-new"}))
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command line did not finish")
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "attached 1 ConfigMap and 1 Secret to ReplicaSet web-new222") {
+		t.Errorf("stdout %q", stdout.String())
+	}
+	for _, k := range []string{"cm", "secret"} {
+		name := map[string]string{"cm": "cfg-new", "secret": "sec-new"}[k]
+		uids, _, _ := e.ownerUIDs(k, name)
+		if !uids[string(newRS.UID)] || uids[string(old.UID)] || len(uids) != 1 {
+			t.Errorf("%s owners %v, want only the new ReplicaSet", name, uids)
+		}
+	}
+	if !strings.Contains(stderr.String(), "waiting for the Rollouts controller to observe generation 2") {
+		t.Errorf("stderr does not show the wait: %s", stderr.String())
+	}
+	_ = errors.New
+	_ = context.Background
+}
