@@ -17,6 +17,18 @@ export GOTOOLCHAIN="${GOTOOLCHAIN_BUILD:-go1.26.11}"
 export GOFLAGS=-mod=mod
 mkdir -p "$CACHE/logs"
 
+# One run at a time per cache: concurrent runs (parallel test packages each finding a binary
+# missing, or `make` next to a test) would write the same *.tmp outputs, go.sum files and
+# wrapper directories (rollouts_wrapper rm -rf's its directory). Later runs wait, then find
+# the binaries cached.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE/.build.lock"
+  if ! flock -n 9; then
+    echo "waiting for another build-binaries.sh run (lock $CACHE/.build.lock) ..."
+    flock 9
+  fi
+fi
+
 all=(etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old)
 comps=("$@")
 [ ${#comps[@]} -eq 0 ] && comps=("${all[@]}")
@@ -71,7 +83,7 @@ build() { # name outdir logfile cmd...
   mkdir -p "$out"
   local t0=$(date +%s)
   echo "[$i/$n] building $name (log: $log) ... elapsed so far $(( t0 - start_all ))s"
-  if ! "$@" >"$log" 2>&1; then
+  if ! "$@" >"$log" 2>&1 9>&-; then
     echo "[$i/$n] FAILED to build $name after $(( $(date +%s) - t0 ))s; last lines of $log:" >&2
     tail -n 30 "$log" >&2
     echo "retry with: $0 $name" >&2

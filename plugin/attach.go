@@ -216,32 +216,43 @@ type Outcome struct {
 	rbacHint     string
 }
 
-// ownerPatch is a strategic merge patch that adds (or keeps) one owner reference. ObjectMeta
-// declares ownerReferences with patchMergeKey uid, so the apiserver merges this entry into
+// ownerPatch is a strategic merge patch that adds (or keeps) owner references. ObjectMeta
+// declares ownerReferences with patchMergeKey uid, so the apiserver merges these entries into
 // the existing list by UID: no read, no read-modify-write race with the garbage collector
 // (which edits the same list), other owners untouched, and a repeat is a no-op that leaves
 // the resourceVersion as it was.
-func ownerPatch(rs *appsv1.ReplicaSet) []byte {
+func ownerPatch(rss ...*appsv1.ReplicaSet) []byte {
 	f := false
-	body := map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{{
-		APIVersion: "apps/v1",
-		Kind:       "ReplicaSet",
-		Name:       rs.Name,
-		UID:        rs.UID,
-		Controller: &f,
-	}}}}
-	b, _ := json.Marshal(body) // cannot fail: fixed types
+	refs := make([]metav1.OwnerReference, 0, len(rss))
+	for _, rs := range rss {
+		refs = append(refs, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &f})
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}}) // cannot fail: fixed types
 	return b
+}
+
+// patchItem is one object and the patch for it.
+type patchItem struct {
+	Object Object
+	Patch  []byte
 }
 
 // Apply adds the owner reference of rs to each object, one strategic merge patch per object,
 // Concurrency at a time. It never reads or writes data, labels or annotations.
 func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []Object) Outcome {
+	patch := ownerPatch(rs)
+	items := make([]patchItem, len(objects))
+	for i, o := range objects {
+		items[i] = patchItem{o, patch}
+	}
+	return a.applyPatches(ctx, rs.Namespace, items)
+}
+
+func (a *Attacher) applyPatches(ctx context.Context, ns string, items []patchItem) Outcome {
 	out := Outcome{Rejected: map[Object]string{}, rbacHint: a.rbacHint()}
-	if len(objects) == 0 {
+	if len(items) == 0 {
 		return out
 	}
-	patch := ownerPatch(rs)
 	limit := a.Concurrency
 	if limit <= 0 {
 		limit = 8
@@ -249,9 +260,10 @@ func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []O
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(limit)
-	for _, o := range objects {
+	for _, it := range items {
 		g.Go(func() error {
-			err := a.safePatch(ctx, rs, o, patch)
+			o := it.Object
+			err := a.safePatch(ctx, ns, o, it.Patch)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -281,26 +293,26 @@ func (a *Attacher) Apply(ctx context.Context, rs *appsv1.ReplicaSet, objects []O
 
 // safePatch runs patchOne and turns a panic into an error: these goroutines are outside the
 // RPC layer's recover, and a panic there would kill the process every Rollout shares.
-func (a *Attacher) safePatch(ctx context.Context, rs *appsv1.ReplicaSet, o Object, patch []byte) (err error) {
+func (a *Attacher) safePatch(ctx context.Context, ns string, o Object, patch []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error patching %s: %v", o, r)
 		}
 	}()
-	return a.patchOne(ctx, rs, o, patch)
+	return a.patchOne(ctx, ns, o, patch)
 }
 
-func (a *Attacher) patchOne(ctx context.Context, rs *appsv1.ReplicaSet, o Object, patch []byte) error {
-	log := a.log().WithFields(logrus.Fields{"namespace": rs.Namespace, "replicaset": rs.Name, "object": o.String()})
+func (a *Attacher) patchOne(ctx context.Context, ns string, o Object, patch []byte) error {
+	log := a.log().WithFields(logrus.Fields{"object": o.String()})
 	err := retry.OnError(a.backoff(), isTransient, func() error {
 		rctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
 		defer cancel()
 		var err error
 		switch o.Kind {
 		case KindSecret:
-			_, err = a.Client.CoreV1().Secrets(rs.Namespace).Patch(rctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			_, err = a.Client.CoreV1().Secrets(ns).Patch(rctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		default:
-			_, err = a.Client.CoreV1().ConfigMaps(rs.Namespace).Patch(rctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			_, err = a.Client.CoreV1().ConfigMaps(ns).Patch(rctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		}
 		if err != nil && isTransient(err) {
 			log.WithError(err).Debug("transient error, retrying")

@@ -13,6 +13,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -41,7 +42,9 @@ type CLI struct {
 
 type cliOptions struct {
 	rollout, namespace, configMaps, secrets string
-	allowUnreferenced, version              bool
+	allowUnreferenced, version, dryRun      bool
+	discover                                bool
+	selector                                string
 	timeout                                 time.Duration
 	client                                  ClientOptions
 	logLevel, logFormat                     string
@@ -55,6 +58,9 @@ func (c *CLI) flags(o *cliOptions) *flag.FlagSet {
 	fs.StringVar(&o.configMaps, "configmaps", "", "comma-separated ConfigMap names, e.g. web-config-7f9c2,web-env-b41d0")
 	fs.StringVar(&o.secrets, "secrets", "", "comma-separated Secret names")
 	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
+	fs.BoolVar(&o.discover, "discover", false, "also attach every opted-in object (see -selector) that any ReplicaSet of the Rollout still in history references")
+	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+DefaultDiscoverLabel+"=true)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
 	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -119,7 +125,8 @@ func (c *CLI) Main(args []string) int {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	w := &waiter{kube: kube, rollouts: ro, cfg: cfg, ns: o.namespace, name: o.rollout, log: entry}
+	w := &waiter{kube: kube, rollouts: ro, cfg: cfg, ns: o.namespace, name: o.rollout, log: entry,
+		events: &APIEvents{Client: func() (kubernetes.Interface, error) { return kube, nil }, Log: entry}}
 	msg, err := w.run(context.Background(), interval)
 	if err != nil {
 		entry.Error(err)
@@ -143,9 +150,25 @@ func (o *cliOptions) config(rest []string) (Config, []string) {
 	if o.namespace == "" {
 		problems = append(problems, "-namespace is required: the namespace of the Rollout and its ConfigMaps")
 	}
-	cfg := Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: Duration{o.timeout}}
-	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 {
-		problems = append(problems, "nothing to attach: give -configmaps and/or -secrets, e.g. -configmaps web-config-7f9c2")
+	cfg := Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: Duration{o.timeout}, DryRun: o.dryRun}
+	if o.discover {
+		cfg.Discover = &Discover{}
+		if o.selector != "" {
+			sel, err := metav1.ParseToLabelSelector(o.selector)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
+			} else {
+				cfg.Discover.Selector = sel
+				if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && s.Empty() {
+					problems = append(problems, fmt.Sprintf("-selector %q selects everything: give a label such as %s=true", o.selector, DefaultDiscoverLabel))
+				}
+			}
+		}
+	} else if o.selector != "" {
+		problems = append(problems, "-selector only applies with -discover")
+	}
+	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 && !o.discover {
+		problems = append(problems, "nothing to attach: give -configmaps and/or -secrets, e.g. -configmaps web-config-7f9c2, or -discover")
 	}
 	problems = append(problems, validateNames("-configmaps", cfg.ConfigMaps)...)
 	problems = append(problems, validateNames("-secrets", cfg.Secrets)...)
@@ -176,6 +199,8 @@ type waiter struct {
 	ns, name string
 	log      logrus.FieldLogger
 	reason   string // why we are still waiting, for the timeout message
+	events   EventRecorder
+	rollout  *v1alpha1.Rollout // last seen, for events
 }
 
 func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error) {
@@ -197,7 +222,15 @@ func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error
 		}
 	})
 	if err != nil && !IsPermanent(err) {
-		return "", fmt.Errorf("timed out after %s waiting for %s", w.cfg.Timeout.Duration, w.reason)
+		err = fmt.Errorf("timed out after %s waiting for %s", w.cfg.Timeout.Duration, w.reason)
+	}
+	if w.rollout != nil && !w.cfg.DryRun {
+		// Synchronous: the process has written its events when it exits.
+		if err != nil {
+			w.events.Event(w.rollout, corev1.EventTypeWarning, ReasonAttachFailed, err.Error())
+		} else {
+			w.events.Event(w.rollout, corev1.EventTypeNormal, ReasonAttached, msg)
+		}
 	}
 	return msg, err
 }
@@ -222,6 +255,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	case err != nil:
 		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
 	}
+	w.rollout = ro
 	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to observe generation %d of Rollout %s/%s (observed: %q)", ro.Generation, w.ns, w.name, ro.Status.ObservedGeneration))
 	}
@@ -254,11 +288,36 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 		// The Rollout may not carry the new template yet: keep waiting, and say so on timeout.
 		return w.waitFor(fmt.Sprintf("ReplicaSet %s to reference %s in its pod template (is the new Rollout spec applied? if the object is meant to be attached anyway, pass -allow-unreferenced)", rss.Current.Name, joinObjects(plan.Unreferenced)))
 	}
+	var disc Discovery
+	if w.cfg.Discover != nil {
+		sel, err := w.cfg.Discover.LabelSelector()
+		if err != nil {
+			return false, "", &FailError{"-selector: " + err.Error()}
+		}
+		if disc, err = a.PlanDiscover(ctx, w.ns, rss, sel); err != nil {
+			return false, "", err
+		}
+	}
+	if w.cfg.DryRun {
+		lacking, notFound, err := a.MissingOwner(ctx, rss.Current, plan.Attach)
+		if err != nil {
+			return false, "", err
+		}
+		return true, DryRunMessage(rss.Current.Name, lacking, notFound, disc) + " (Rollout " + ref.String() + ")", nil
+	}
 	out := a.Apply(ctx, rss.Current, plan.Attach)
 	if err := out.Error(w.ns); err != nil {
 		return false, "", err
 	}
-	return true, SuccessMessage(rss.Current.Name, out.Attached, nil) + " of Rollout " + ref.String(), nil
+	msg := SuccessMessage(rss.Current.Name, out.Attached, nil) + " of Rollout " + ref.String()
+	if w.cfg.Discover != nil {
+		dout := a.ApplyDiscover(ctx, w.ns, disc)
+		if err := dout.Error(w.ns); err != nil {
+			return false, "", fmt.Errorf("discover: %w", err)
+		}
+		msg += "; " + DiscoverMessage(disc)
+	}
+	return true, msg, nil
 }
 
 // workload checks a workloadRef Rollout: the controller must have observed the Deployment's

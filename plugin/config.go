@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -35,10 +37,34 @@ type Config struct {
 	AllowUnreferenced bool `json:"allowUnreferenced,omitempty"`
 	// Timeout is how long to wait for the ReplicaSet, as a Go duration string ("5m").
 	Timeout Duration `json:"timeout,omitempty"`
+	// Discover, when set, also attaches every opted-in object that any ReplicaSet of the
+	// Rollout still in history references (see Discover).
+	Discover *Discover `json:"discover,omitempty"`
+	// DryRun reports the owner references that would be added and writes nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// DefaultDiscoverLabel opts a ConfigMap or Secret in to discovery.
+const DefaultDiscoverLabel = "configmap-attacher/revisioned"
+
+// Discover selects the objects discovery may adopt. Only objects that match the selector are
+// ever adopted, so static or shared config (which must not be garbage-collected with a
+// ReplicaSet) is safe unless someone labels it.
+type Discover struct {
+	// Selector defaults to configmap-attacher/revisioned=true.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// LabelSelector returns the parsed selector (the default one when unset).
+func (d *Discover) LabelSelector() (labels.Selector, error) {
+	if d == nil || d.Selector == nil {
+		return labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"}), nil
+	}
+	return metav1.LabelSelectorAsSelector(d.Selector)
 }
 
 // knownKeys are the config keys, in the spelling the decoder requires.
-var knownKeys = []string{"configMaps", "secrets", "allowUnreferenced", "timeout"}
+var knownKeys = []string{"configMaps", "secrets", "allowUnreferenced", "timeout", "discover", "dryRun"}
 
 // Duration is a time.Duration written as a Go duration string ("90s", "5m").
 type Duration struct{ time.Duration }
@@ -144,6 +170,10 @@ func decodeField(key string, v json.RawMessage, cfg *Config) error {
 		target, want = &cfg.AllowUnreferenced, "true or false"
 	case "timeout":
 		target, want = &cfg.Timeout, `a duration string such as "5m"`
+	case "discover":
+		target, want = &cfg.Discover, `an object such as {} or {selector: {matchLabels: {configmap-attacher/revisioned: "true"}}}`
+	case "dryRun":
+		target, want = &cfg.DryRun, "true or false"
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(v, target)
 	if err == nil && len(strictErrs) > 0 {
@@ -166,8 +196,17 @@ func decodeField(key string, v json.RawMessage, cfg *Config) error {
 // validate checks names; it returns every problem, not just the first.
 func (c *Config) validate() []string {
 	var problems []string
-	if len(c.ConfigMaps)+len(c.Secrets) == 0 {
-		problems = append(problems, `no objects listed: set "configMaps" and/or "secrets" to at least one name`)
+	if len(c.ConfigMaps)+len(c.Secrets) == 0 && c.Discover == nil {
+		problems = append(problems, `no objects listed: set "configMaps" and/or "secrets" to at least one name, or "discover: {}"`)
+	}
+	if c.Discover != nil && c.Discover.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(c.Discover.Selector)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("discover.selector: %v", err))
+		case sel.Empty():
+			problems = append(problems, `discover.selector is empty: it would adopt every ConfigMap and Secret the templates use, including static and shared ones; write discover: {} for the default label `+DefaultDiscoverLabel+`=true, or give matchLabels`)
+		}
 	}
 	if n := len(c.ConfigMaps) + len(c.Secrets); n > MaxObjects {
 		problems = append(problems, fmt.Sprintf("%d objects listed, more than the %d allowed in one step: split them over several steps", n, MaxObjects))

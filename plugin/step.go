@@ -10,6 +10,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -25,13 +26,23 @@ const RunDeadline = 60 * time.Second
 // StepStatus is the JSON object the step returns as its Status; the controller stores it in
 // status.canary.stepPluginStatuses[].status and passes it back on the next call.
 type StepStatus struct {
-	ReplicaSet    string       `json:"replicaSet,omitempty"`
-	ReplicaSetUID string       `json:"replicaSetUID,omitempty"`
-	ConfigMaps    []string     `json:"configMaps,omitempty"`
-	Secrets       []string     `json:"secrets,omitempty"`
-	Skipped       []SkipStatus `json:"skipped,omitempty"`
-	WaitingSince  *metav1.Time `json:"waitingSince,omitempty"`
-	WaitingFor    string       `json:"waitingFor,omitempty"`
+	ReplicaSet    string             `json:"replicaSet,omitempty"`
+	ReplicaSetUID string             `json:"replicaSetUID,omitempty"`
+	ConfigMaps    []string           `json:"configMaps,omitempty"`
+	Secrets       []string           `json:"secrets,omitempty"`
+	Skipped       []SkipStatus       `json:"skipped,omitempty"`
+	WaitingSince  *metav1.Time       `json:"waitingSince,omitempty"`
+	WaitingFor    string             `json:"waitingFor,omitempty"`
+	Discovered    []DiscoveredStatus `json:"discovered,omitempty"`
+	// DryRun marks a dry run: ConfigMaps and Secrets are then what would be attached.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// DiscoveredStatus records owner references that discovery added (or would add).
+type DiscoveredStatus struct {
+	Kind        Kind     `json:"kind"`
+	Name        string   `json:"name"`
+	ReplicaSets []string `json:"replicaSets"`
 }
 
 // SkipStatus records a listed object left alone because only other ReplicaSets use it.
@@ -57,6 +68,8 @@ type Step struct {
 	Concurrency int
 	// Backoff paces retries of transient errors within a call (default DefaultBackoff).
 	Backoff wait.Backoff
+	// Events records Kubernetes Events on the Rollout (nil: none).
+	Events EventRecorder
 }
 
 func (s *Step) now() time.Time {
@@ -89,8 +102,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 
 	cfg, err := ParseConfig(sc.Config)
 	if err != nil {
-		log.WithError(err).Warn("step failed")
-		return failed(err.Error()), types.RpcError{}
+		return s.verdict(log, ro, err)
 	}
 	var prev StepStatus
 	if len(sc.Status) > 0 {
@@ -106,44 +118,122 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 
 	rss, err := a.ListReplicaSets(ctx, ref)
 	if err != nil {
-		return s.verdict(log, err)
+		return s.verdict(log, ro, err)
 	}
 	if rss.Current == nil {
-		return s.wait(log, ref, cfg, prev)
+		return s.wait(log, ro, ref, cfg, prev)
 	}
 	if rss.Current.DeletionTimestamp != nil {
-		return failed(fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it", rss.Current.Name)), types.RpcError{}
+		return s.verdict(log, ro, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it", rss.Current.Name)})
 	}
 	log = log.WithField("replicaset", rss.Current.Name)
 	a.Log = log
 
 	plan := PlanAttach(rss, cfg.Objects(), cfg.AllowUnreferenced)
 	if err := plan.Err(); err != nil {
-		return s.verdict(log, err)
+		return s.verdict(log, ro, err)
 	}
+	st := StepStatus{ReplicaSet: rss.Current.Name, ReplicaSetUID: string(rss.Current.UID), DryRun: cfg.DryRun}
+	for _, sk := range plan.Skipped {
+		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, UsedBy: sk.UsedBy})
+	}
+	var disc Discovery
+	if cfg.Discover != nil {
+		sel, err := cfg.Discover.LabelSelector()
+		if err != nil {
+			return s.verdict(log, ro, &FailError{"discover.selector: " + err.Error()})
+		}
+		if disc, err = a.PlanDiscover(ctx, ro.Namespace, rss, sel); err != nil {
+			return s.verdict(log, ro, err)
+		}
+	}
+	for _, add := range disc.Additions {
+		st.Discovered = append(st.Discovered, DiscoveredStatus{Kind: add.Object.Kind, Name: add.Object.Name, ReplicaSets: add.ReplicaSets})
+	}
+
+	if cfg.DryRun {
+		lacking, notFound, err := a.MissingOwner(ctx, rss.Current, plan.Attach)
+		if err != nil {
+			return s.verdict(log, ro, err)
+		}
+		msg := DryRunMessage(rss.Current.Name, lacking, notFound, disc)
+		st.setAttached(lacking)
+		log.Info(msg)
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
+	}
+
 	out := a.Apply(ctx, rss.Current, plan.Attach)
 	if err := out.Error(ro.Namespace); err != nil {
-		return s.verdict(log, err)
+		return s.verdict(log, ro, err)
 	}
-	st := StepStatus{ReplicaSet: rss.Current.Name, ReplicaSetUID: string(rss.Current.UID)}
-	for _, o := range out.Attached {
+	st.setAttached(out.Attached)
+	msg := SuccessMessage(rss.Current.Name, out.Attached, plan.Skipped)
+	if cfg.Discover != nil {
+		dout := a.ApplyDiscover(ctx, ro.Namespace, disc)
+		if err := dout.Error(ro.Namespace); err != nil {
+			return s.verdict(log, ro, fmt.Errorf("discover: %w", err))
+		}
+		msg += "; " + DiscoverMessage(disc)
+	}
+	log.Info(msg)
+	if len(out.Attached) > 0 || len(disc.Additions) > 0 {
+		s.event(ro, corev1.EventTypeNormal, ReasonAttached, msg)
+	}
+	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
+}
+
+func (st *StepStatus) setAttached(objs []Object) {
+	for _, o := range objs {
 		if o.Kind == KindSecret {
 			st.Secrets = append(st.Secrets, o.Name)
 		} else {
 			st.ConfigMaps = append(st.ConfigMaps, o.Name)
 		}
 	}
-	for _, sk := range plan.Skipped {
-		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, UsedBy: sk.UsedBy})
+}
+
+func (s *Step) event(ro *v1alpha1.Rollout, eventType, reason, msg string) {
+	if s.Events != nil {
+		s.Events.Event(ro, eventType, reason, msg)
 	}
-	msg := SuccessMessage(rss.Current.Name, out.Attached, plan.Skipped)
-	log.Info(msg)
-	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
+}
+
+// DiscoverMessage summarises what discovery added.
+func DiscoverMessage(d Discovery) string {
+	if len(d.Additions) == 0 {
+		return fmt.Sprintf("discover: every opted-in object in use already has its owners (%d)", d.Owned)
+	}
+	return fmt.Sprintf("discover: added %d owner reference(s): %s", countRefs(d), d)
+}
+
+// DryRunMessage says exactly which owner references a run would add.
+func DryRunMessage(rs string, lacking, notFound []Object, d Discovery) string {
+	msg := "dry run, nothing written: "
+	if len(lacking) > 0 {
+		msg += fmt.Sprintf("would add owner ReplicaSet %s to %s", rs, joinObjects(lacking))
+	} else {
+		msg += "no listed object lacks owner ReplicaSet " + rs
+	}
+	if len(notFound) > 0 {
+		msg += fmt.Sprintf("; not found (the step would fail): %s", joinObjects(notFound))
+	}
+	if len(d.Additions) > 0 {
+		msg += fmt.Sprintf("; discover would add %d owner reference(s): %s", countRefs(d), d)
+	}
+	return msg
+}
+
+func countRefs(d Discovery) int {
+	n := 0
+	for _, add := range d.Additions {
+		n += len(add.ReplicaSets)
+	}
+	return n
 }
 
 // wait returns Running while the ReplicaSet is missing, and Failed once the timeout passed
 // since the first wait (recorded in the Status, since the plugin keeps no memory).
-func (s *Step) wait(log logrus.FieldLogger, ref Rollout, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
+func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Rollout, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
 	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by Rollout %s", PodTemplateHashLabel, ref.PodHash, ref)
 	if ref.PodHash == "" {
 		what = fmt.Sprintf("Rollout %s to report status.currentPodHash", ref)
@@ -154,8 +244,7 @@ func (s *Step) wait(log logrus.FieldLogger, ref Rollout, cfg Config, prev StepSt
 	}
 	if waited := s.now().Sub(since); waited >= cfg.Timeout.Duration {
 		msg := fmt.Sprintf("timed out after %s waiting for %s: check that the controller can create it (kubectl describe rollout %s -n %s), or raise timeout in the step config", waited.Round(time.Second), what, ref.Name, ref.Namespace)
-		log.Warn(msg)
-		return failed(msg), types.RpcError{}
+		return s.verdict(log, ro, &FailError{msg})
 	}
 	st := StepStatus{WaitingSince: &metav1.Time{Time: since}, WaitingFor: what}
 	log.Info("waiting for " + what)
@@ -164,9 +253,10 @@ func (s *Step) wait(log logrus.FieldLogger, ref Rollout, cfg Config, prev StepSt
 
 // verdict maps an error to the step's result: permanent problems fail the step (with the
 // message), anything else is an error result that the controller retries.
-func (s *Step) verdict(log logrus.FieldLogger, err error) (types.RpcStepResult, types.RpcError) {
+func (s *Step) verdict(log logrus.FieldLogger, ro *v1alpha1.Rollout, err error) (types.RpcStepResult, types.RpcError) {
 	if IsPermanent(err) {
 		log.Warn("step failed: " + err.Error())
+		s.event(ro, corev1.EventTypeWarning, ReasonAttachFailed, err.Error())
 		return failed(err.Error()), types.RpcError{}
 	}
 	log.WithError(err).Warn("transient error; the controller will retry the step")

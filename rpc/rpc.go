@@ -146,7 +146,9 @@ func Serve(args []string, stderr io.Writer) int {
 	}
 	log.SetFormatter(pluginFormatter(o.LogFormat))
 	entry := log.WithField("plugin", "configmap-attacher")
-	step := &plugin.Step{Client: plugin.LazyClient(o.Client), Log: entry, Concurrency: o.Concurrency}
+	client := plugin.LazyClient(o.Client)
+	step := &plugin.Step{Client: client, Log: entry, Concurrency: o.Concurrency,
+		Events: &plugin.APIEvents{Client: client, Log: entry}}
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         PluginMap(&StepPlugin{Step: step, Log: entry}),

@@ -17,7 +17,7 @@ import (
 
 // pki holds the credentials of one cluster, written as PEM files in dir.
 type pki struct {
-	caCert, adminCert, adminKey []byte // PEM
+	caCert, adminCert, adminKey                                   []byte // PEM
 	caFile, servingCertFile, servingKeyFile, saKeyFile, saPubFile string
 }
 

@@ -1,0 +1,67 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Event reasons on the Rollout.
+const (
+	ReasonAttached     = "ConfigAttached"
+	ReasonAttachFailed = "ConfigAttachFailed"
+)
+
+// EventRecorder records a Kubernetes Event on a Rollout.
+type EventRecorder interface {
+	Event(ro *v1alpha1.Rollout, eventType, reason, message string)
+}
+
+// APIEvents writes core/v1 Events (which the argo-rollouts service account may already
+// create) synchronously, one request per event: a command-line run has then flushed its
+// events when it exits, with no broadcaster to drain. An event that cannot be written is
+// logged and otherwise ignored: the step's message and Status stay the primary record.
+type APIEvents struct {
+	Client ClientFunc
+	Log    logrus.FieldLogger
+	Now    func() time.Time
+}
+
+// Event implements EventRecorder.
+func (e *APIEvents) Event(ro *v1alpha1.Rollout, eventType, reason, message string) {
+	if ro == nil || e == nil || e.Client == nil {
+		return
+	}
+	client, err := e.Client()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	if e.Now != nil {
+		now = e.Now()
+	}
+	if len(message) > 1024 { // the apiserver's limit for an event message
+		message = message[:1021] + "..."
+	}
+	host, _ := os.Hostname()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ro.Name, now.UnixNano()), Namespace: ro.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Rollout",
+			Name: ro.Name, Namespace: ro.Namespace, UID: ro.UID, ResourceVersion: ro.ResourceVersion},
+		Reason: reason, Message: message, Type: eventType,
+		Source:         corev1.EventSource{Component: "configmap-attacher"},
+		FirstTimestamp: metav1.Time{Time: now}, LastTimestamp: metav1.Time{Time: now}, Count: 1,
+		ReportingController: "configmap-attacher", ReportingInstance: host,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := client.CoreV1().Events(ro.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && e.Log != nil {
+		e.Log.WithError(err).WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace}).Warn("could not record an event on the Rollout (needs create on events)")
+	}
+}
