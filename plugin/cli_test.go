@@ -42,6 +42,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"duplicate", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a,b,a"}, "listed twice"},
 		{"stray argument", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "b"}, `unexpected argument "b"`},
 		{"bad timeout", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "0s"}, "-timeout 0s: must be positive"},
+		{"selector without discover", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-selector", "a=b"}, "-selector only applies with -discover"},
+		{"bad selector", []string{"-rollout", "web", "-namespace", "shop", "-discover", "-selector", "a==b=c"}, `-selector "a==b=c"`},
 		{"bad log level", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-log-level", "loud"}, `log level "loud"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,5 +149,29 @@ func TestCLIWorkloadRef(t *testing.T) {
 	code, _, stderr = runCLI(t, kube, rc, "-rollout", "web", "-namespace", testNS, "-configmaps", "cfg-new", "-timeout", "5s")
 	if code != 0 || !hasOwner(owners(t, kube, KindConfigMap, "cfg-new"), "uid-cur") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestCLIDiscoverAndDryRun(t *testing.T) {
+	kube := historyWorld()
+	rc := rolloutsfake.NewSimpleClientset(testRollout(curHash))
+	code, out, stderr := runCLI(t, kube, rc, "-rollout", "web", "-namespace", testNS, "-discover", "-dry-run", "-timeout", "5s")
+	if code != 0 || !strings.Contains(out, "dry run, nothing written") || !strings.Contains(out, "discover would add 6 owner reference(s)") {
+		t.Fatalf("exit %d: %s %s", code, out, stderr)
+	}
+	if writes(kube) != 0 {
+		t.Fatalf("dry run wrote")
+	}
+	code, out, stderr = runCLI(t, kube, rc, "-rollout", "web", "-namespace", testNS, "-discover", "-timeout", "5s")
+	if code != 0 || !strings.Contains(out, "discover: added 6 owner reference(s)") {
+		t.Fatalf("exit %d: %s %s", code, out, stderr)
+	}
+	if !hasOwner(owners(t, kube, KindConfigMap, "cfg-1"), "uid-1") {
+		t.Error("first revision not attached")
+	}
+	// The run recorded a Normal event on the Rollout before exiting.
+	evs, _ := kube.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].Reason != ReasonAttached {
+		t.Errorf("events %v", evs.Items)
 	}
 }

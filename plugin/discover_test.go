@@ -1,0 +1,187 @@
+package plugin
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func optedIn(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cm.Labels = map[string]string{DefaultDiscoverLabel: "true"}
+	return cm
+}
+
+func optedInSecret(s *corev1.Secret) *corev1.Secret {
+	s.Labels = map[string]string{DefaultDiscoverLabel: "true"}
+	return s
+}
+
+// history: three revisions; rev1 was never seen by a step (initial deploy), rev2 was promoted
+// past the step; "static" is used by all but not opted in.
+func historyWorld() *fake.Clientset {
+	return fake.NewClientset(
+		testRS("rev1", "uid-1", rolloutUID, podSpec([]string{"cfg-1", "static"}, []string{"sec-1"})),
+		testRS("rev2", "uid-2", rolloutUID, podSpec([]string{"cfg-2", "static"}, []string{"sec-1"})),
+		testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-3", "static"}, []string{"sec-3"})),
+		optedIn(testCM("cfg-1")), optedIn(testCM("cfg-2")), optedIn(testCM("cfg-3")), testCM("static"),
+		optedIn(testCM("cfg-unused")),
+		optedInSecret(testSecret("sec-1")), optedInSecret(testSecret("sec-3")),
+	)
+}
+
+func TestDiscoverReconcilesHistory(t *testing.T) {
+	c := historyWorld()
+	c.ClearActions()
+	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"discover":{}}`))
+	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %s %v", res.Phase, res.Message, rerr)
+	}
+	want := map[Object][]string{
+		{KindConfigMap, "cfg-1"}: {"uid-1"}, {KindConfigMap, "cfg-2"}: {"uid-2"}, {KindConfigMap, "cfg-3"}: {"uid-cur"},
+		{KindSecret, "sec-1"}: {"uid-1", "uid-2"}, {KindSecret, "sec-3"}: {"uid-cur"},
+	}
+	for o, uids := range want {
+		refs := owners(t, c, o.Kind, o.Name)
+		if len(refs) != len(uids) {
+			t.Errorf("%s owners %v, want %v", o, refs, uids)
+		}
+		for _, u := range uids {
+			if !hasOwner(refs, u) {
+				t.Errorf("%s lacks owner %s", o, u)
+			}
+		}
+	}
+	if refs := owners(t, c, KindConfigMap, "static"); len(refs) != 0 {
+		t.Errorf("a not-opted-in object was adopted: %v", refs)
+	}
+	if refs := owners(t, c, KindConfigMap, "cfg-unused"); len(refs) != 0 {
+		t.Errorf("an object no template uses was adopted: %v", refs)
+	}
+	if !strings.Contains(res.Message, "discover: added 6 owner reference(s)") || !strings.Contains(res.Message, "Secret sec-1 ← web-rev2, web-rev1") && !strings.Contains(res.Message, "Secret sec-1 ← web-rev1, web-rev2") {
+		t.Errorf("message %q", res.Message)
+	}
+	var st StepStatus
+	_ = json.Unmarshal(res.Status, &st)
+	if len(st.Discovered) != 5 {
+		t.Errorf("status discovered %v", st.Discovered)
+	}
+
+	// A second run: 3 reads, no write.
+	c.ClearActions()
+	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"discover":{}}`))
+	if res.Phase != types.PhaseSuccessful || writes(c) != 0 || len(c.Actions()) != 3 || !strings.Contains(res.Message, "already has its owners (5)") {
+		t.Errorf("second run: %s, %d actions, %d writes", res.Message, len(c.Actions()), writes(c))
+	}
+}
+
+func TestDiscoverSelectorAndNames(t *testing.T) {
+	c := historyWorld()
+	// A custom selector; static listed explicitly (allowed: the current template uses it).
+	cm, _ := c.CoreV1().ConfigMaps(testNS).Get(t.Context(), "cfg-2", metav1.GetOptions{})
+	cm.Labels = map[string]string{"team": "web"}
+	_, _ = c.CoreV1().ConfigMaps(testNS).Update(t.Context(), cm, metav1.UpdateOptions{})
+	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["static"],"discover":{"selector":{"matchLabels":{"team":"web"}}}}`))
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatal(res.Message)
+	}
+	if !hasOwner(owners(t, c, KindConfigMap, "cfg-2"), "uid-2") || !hasOwner(owners(t, c, KindConfigMap, "static"), "uid-cur") {
+		t.Error("selector or explicit name not honoured")
+	}
+	if len(owners(t, c, KindConfigMap, "cfg-1")) != 0 {
+		t.Error("an object outside the selector was adopted")
+	}
+	// Bad selectors are config errors.
+	for cfg, want := range map[string]string{
+		`{"discover":{"selector":{}}}`:                          "discover.selector is empty",
+		`{"discover":{"selecter":{}}}`:                          "discover",
+		`{"discover":[]}`:                                       "discover: got a list",
+		`{"discover":{"selector":{"matchLabels":{"a b":"c"}}}}`: "discover.selector",
+	} {
+		if _, err := ParseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
+		}
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	c := historyWorld()
+	c.ClearActions()
+	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{},"dryRun":true}`))
+	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %v", res.Message, rerr)
+	}
+	if writes(c) != 0 {
+		t.Errorf("dry run wrote %d times", writes(c))
+	}
+	for _, w := range []string{"dry run, nothing written", "would add owner ReplicaSet web-" + curHash + " to ConfigMap cfg-3, Secret sec-3", "discover would add 6 owner reference(s)"} {
+		if !strings.Contains(res.Message, w) {
+			t.Errorf("message %q lacks %q", res.Message, w)
+		}
+	}
+	// After a real run, the dry run has nothing to add.
+	newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
+	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"dryRun":true}`))
+	if !strings.Contains(res.Message, "no listed object lacks owner") {
+		t.Errorf("message %q", res.Message)
+	}
+}
+
+type recorded struct{ typ, reason, msg string }
+
+type fakeEvents struct {
+	mu  sync.Mutex
+	got []recorded
+}
+
+func (f *fakeEvents) Event(ro *v1alpha1.Rollout, typ, reason, msg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, recorded{typ, reason, msg})
+}
+
+func TestStepEvents(t *testing.T) {
+	c := world(testCM("unrelated"))
+	ev := &fakeEvents{}
+	s := newStep(c)
+	s.Events = ev
+	res, _ := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res2, _ := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["unrelated"]}`))
+	if len(ev.got) != 2 || ev.got[0] != (recorded{"Normal", ReasonAttached, res.Message}) || ev.got[1] != (recorded{"Warning", ReasonAttachFailed, res2.Message}) {
+		t.Errorf("events %+v", ev.got)
+	}
+}
+
+// TestAPIEvents writes a real core/v1 Event on the Rollout.
+func TestAPIEvents(t *testing.T) {
+	c := fake.NewClientset()
+	e := &APIEvents{Client: func() (kubernetes.Interface, error) { return c, nil }}
+	e.Event(testRollout(curHash), "Warning", ReasonAttachFailed, strings.Repeat("x", 2000))
+	list, _ := c.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
+	if len(list.Items) != 1 {
+		t.Fatalf("%d events", len(list.Items))
+	}
+	ev := list.Items[0]
+	if ev.InvolvedObject.Kind != "Rollout" || ev.InvolvedObject.UID != rolloutUID || ev.Type != "Warning" || len(ev.Message) != 1024 || ev.Source.Component != "configmap-attacher" {
+		t.Errorf("event %+v", ev)
+	}
+}
+
+// TestWorkloadRefStep: in step mode the controller passes the Rollout with the selector it
+// resolved from the Deployment; the step needs nothing else.
+func TestWorkloadRefStep(t *testing.T) {
+	c := world()
+	ro := testRollout(curHash)
+	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	res, _ := newStep(c).Run(ro, stepCtx(`{"configMaps":["cfg-new"]}`))
+	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-new"), "uid-cur") {
+		t.Errorf("%s %s", res.Phase, res.Message)
+	}
+}

@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+// TestDiscoverTenReplicaSets: discovery on a Rollout with 10 ReplicaSets in history (none
+// ever seen by a step) adds every missing reference with one list of ReplicaSets, one list
+// per kind and one patch per object; a repeat only reads. A static ConfigMap used by every
+// revision but not opted in is never adopted. The figures are logged for the docs.
+func TestDiscoverTenReplicaSets(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{})
+	for i := 1; i <= 10; i++ {
+		cm, sec := fmt.Sprintf("cfg-%d", i), fmt.Sprintf("sec-%d", i)
+		e.configMap(cm) // opted in (label configmap-attacher/revisioned=true)
+		s := e.secret(sec)
+		s.Labels = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+		if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.replicaSet(ro, fmt.Sprintf("rev%d", i), podSpec([]string{cm, "static"}, []string{sec}))
+	}
+	counter := cluster.NewCounter()
+	s := step(counter.Wrap(cfg))
+	res := run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	mustSucceed(t, res)
+	t.Logf("discover, 10 ReplicaSets, first run: %s (%d requests)", counter, counter.Total())
+	if counter.Count("list", "replicasets") != 1 || counter.Count("list", "configmaps") != 1 || counter.Count("list", "secrets") != 1 ||
+		counter.Count("patch", "configmaps") != 10 || counter.Count("patch", "secrets") != 10 || counter.Total() != 23 {
+		t.Errorf("requests: %s, want 1 list of each kind and 20 patches", counter)
+	}
+	if !strings.Contains(res.Message, "discover: added 20 owner reference(s)") {
+		t.Errorf("message %q", res.Message)
+	}
+	rss, _ := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(t), metav1.ListOptions{})
+	for _, rs := range rss.Items {
+		i := strings.TrimPrefix(rs.Name, "web-rev")
+		for _, k := range []string{"cm", "secret"} {
+			name := map[string]string{"cm": "cfg-", "secret": "sec-"}[k] + i
+			uids, _, err := e.ownerUIDs(k, name)
+			if err != nil || !uids[string(rs.UID)] || len(uids) != 1 {
+				t.Errorf("%s owners %v (%v), want only %s", name, uids, err, rs.Name)
+			}
+		}
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "static"); len(uids) != 0 {
+		t.Errorf("static was adopted: %v", uids)
+	}
+	counter.Reset()
+	res = run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	mustSucceed(t, res)
+	t.Logf("discover, 10 ReplicaSets, repeat: %s (%d requests)", counter, counter.Total())
+	if counter.Total() != 3 {
+		t.Errorf("repeat: %s, want 3 lists and no patch", counter)
+	}
+	// Deleting the oldest ReplicaSet collects exactly its objects.
+	old, _ := e.admin.AppsV1().ReplicaSets(e.ns).Get(ctx(t), "web-rev1", metav1.GetOptions{})
+	e.deleteRS(old)
+	e.waitGone("cm", "cfg-1")
+	e.waitGone("secret", "sec-1")
+	e.stillThere("cm", "cfg-2", 0)
+	e.stillThere("cm", "static", 0)
+}
+
+// TestDryRunAgainstAPIServer: a dry run reports and writes nothing (resourceVersions stay).
+func TestDryRunAgainstAPIServer(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
+	e.configMap("cfg")
+	_, rv, _ := e.ownerUIDs("cm", "cfg")
+	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
+	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add owner ReplicaSet web-aaa111 to ConfigMap cfg") {
+		t.Fatalf("%s: %s", res.Phase, res.Message)
+	}
+	if uids, rv2, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 || rv2 != rv {
+		t.Errorf("dry run changed the object: %v %s→%s", uids, rv, rv2)
+	}
+}
+
+// TestEventsOnRollout: the step records a Normal event on success and a Warning on failure,
+// with the step's message, as the controller's service account (which may create events).
+func TestEventsOnRollout(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
+	e.configMap("cfg")
+	e.configMap("unrelated")
+	s := step(cfg)
+	s.Events = &plugin.APIEvents{Client: s.Client}
+	ok := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
+	bad := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})
+	evs, err := e.admin.CoreV1().Events(e.ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=Rollout,involvedObject.name=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ev := range evs.Items {
+		got[ev.Type+"/"+ev.Reason] = ev.Message
+	}
+	if got["Normal/"+plugin.ReasonAttached] != ok.Message || got["Warning/"+plugin.ReasonAttachFailed] != bad.Message {
+		t.Errorf("events %v", got)
+	}
+}
