@@ -257,16 +257,26 @@ func (a *Attacher) applyPatches(ctx context.Context, ns string, items []patchIte
 	if limit <= 0 {
 		limit = 8
 	}
+	// A transient error that outlived its retries (the apiserver is down, say) stops the
+	// patches not yet sent: the controller retries the whole step anyway, and 100 objects
+	// each waiting out their own retries would hold the controller's worker for minutes.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(limit)
 	for _, it := range items {
 		g.Go(func() error {
 			o := it.Object
+			if ctx.Err() != nil {
+				return nil // abandoned after a transient failure; out.Err says why
+			}
 			err := a.safePatch(ctx, ns, o, it.Patch)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
+			case err != nil && ctx.Err() != nil && out.Err != nil:
+				// Cancelled by a sibling's transient failure: already reported.
 			case err == nil:
 				out.Attached = append(out.Attached, o)
 			case apierrors.IsNotFound(err):
@@ -278,6 +288,7 @@ func (a *Attacher) applyPatches(ctx context.Context, ns string, items []patchIte
 				if out.Err == nil {
 					out.Err = fmt.Errorf("patching %s: %w", o, err)
 				}
+				cancel()
 			default:
 				out.Rejected[o] = apiMessage(err)
 			}

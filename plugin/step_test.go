@@ -414,3 +414,32 @@ func TestRunPanicInPatchGoroutine(t *testing.T) {
 		t.Errorf("%s %v", res.Phase, rerr)
 	}
 }
+
+// TestRunStopsAfterPersistentTransientError: when the apiserver is unreachable, the patches
+// not yet sent are abandoned instead of each waiting out its own retries.
+func TestRunStopsAfterPersistentTransientError(t *testing.T) {
+	var names []string
+	var objs []runtime.Object
+	for i := 0; i < 50; i++ {
+		n := "cfg-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		names = append(names, n)
+		objs = append(objs, testCM(n))
+	}
+	objs = append(objs, testRS(curHash, "uid-cur", rolloutUID, podSpec(names, nil)))
+	c := fake.NewClientset(objs...)
+	var calls atomic.Int32
+	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls.Add(1)
+		return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	})
+	cfg, _ := json.Marshal(map[string]any{"configMaps": names})
+	s := newStep(c)
+	s.Concurrency = 2
+	_, rerr := s.Run(testRollout(curHash), stepCtx(string(cfg)))
+	if !rerr.HasError() {
+		t.Fatal("want an error result")
+	}
+	if n := calls.Load(); n > 2*4+2 {
+		t.Errorf("%d patch attempts for 50 objects: the rest should have been abandoned", n)
+	}
+}

@@ -282,3 +282,5 @@ func (e *env) deleteRS(rs *appsv1.ReplicaSet) {
 		e.t.Fatalf("delete ReplicaSet %s: %v", rs.Name, err)
 	}
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

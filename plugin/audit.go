@@ -1,0 +1,1314 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/util/retry"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+)
+
+// RevisionAnnotation is the revision number Argo Rollouts writes on each ReplicaSet.
+const RevisionAnnotation = "rollout.argoproj.io/revision"
+
+// Finding types of the audit.
+const (
+	// FindingLost: a ReplicaSet in history references an object that does not exist.
+	FindingLost = "lost"
+	// FindingUnowned: an opted-in or step-named object that no ReplicaSet owns.
+	FindingUnowned = "unowned"
+	// FindingStray: an owner reference to a ReplicaSet of the Rollout that does not use the object.
+	FindingStray = "stray"
+	// FindingLegacy: the original tool's controller: true owner reference to a ReplicaSet.
+	FindingLegacy = "legacy"
+)
+
+// Status of one object under one ReplicaSet in the audit.
+const (
+	EdgeOwned          = "owned"
+	EdgeMissingOwner   = "missingOwner"
+	EdgeLost           = "lost"
+	EdgeAbsentOptional = "absentOptional"
+	EdgeNotOptedIn     = "notOptedIn"
+)
+
+// AuditReport is what `configmap-attacher audit` found (and, with -fix, changed). Its JSON
+// form is the -o json output; every list is present (possibly empty) and sorted.
+type AuditReport struct {
+	Selector string         `json:"selector"`
+	Rollouts []RolloutAudit `json:"rollouts"`
+	// Unattributed holds findings about opted-in objects that no audited Rollout uses,
+	// names or owns (only when whole namespaces are audited).
+	Unattributed []Finding   `json:"unattributed"`
+	Summary      AuditCounts `json:"summary"`
+	// Fix is set with -fix.
+	Fix *AuditFix `json:"fix,omitempty"`
+
+	// additions are what -fix adds, per namespace and object.
+	additions map[string]map[Object]*Addition
+}
+
+// AuditCounts counts the findings, and the owner references -fix adds (fixable) or may not
+// add (the object is not opted in).
+type AuditCounts struct {
+	Lost          int `json:"lost"`
+	Unowned       int `json:"unowned"`
+	Stray         int `json:"stray"`
+	Legacy        int `json:"legacy"`
+	MissingOwners int `json:"missingOwners"`
+	Fixable       int `json:"fixable"`
+	Errors        int `json:"errors"`
+}
+
+// AuditFix is what -fix changed.
+type AuditFix struct {
+	// Added lists each patched object with the ReplicaSets added as its owners.
+	Added []AuditAddition `json:"added"`
+	// Errors are the objects -fix could not patch, one message per namespace.
+	Errors []string `json:"errors"`
+}
+
+// AuditAddition is one object -fix patched.
+type AuditAddition struct {
+	Namespace   string   `json:"namespace"`
+	Kind        Kind     `json:"kind"`
+	Name        string   `json:"name"`
+	ReplicaSets []string `json:"replicaSets"`
+}
+
+// RolloutAudit is one Rollout: its ReplicaSets, the objects they use, and the findings.
+type RolloutAudit struct {
+	Namespace   string         `json:"namespace"`
+	Name        string         `json:"name"`
+	UID         types.UID      `json:"uid"`
+	Error       string         `json:"error,omitempty"`
+	ReplicaSets []ReplicaAudit `json:"replicaSets"`
+	Objects     []ObjectAudit  `json:"objects"`
+	Findings    []Finding      `json:"findings"`
+}
+
+// ReplicaAudit is one ReplicaSet of the Rollout and the objects its pod template references.
+type ReplicaAudit struct {
+	Name     string      `json:"name"`
+	UID      types.UID   `json:"uid"`
+	Revision string      `json:"revision,omitempty"`
+	Current  bool        `json:"current"`
+	Deleting bool        `json:"deleting"`
+	Objects  []EdgeAudit `json:"objects"`
+}
+
+// EdgeAudit is one object a ReplicaSet references, with Status one of owned, missingOwner,
+// lost, absentOptional or notOptedIn. Fixable marks a missing owner that -fix adds.
+type EdgeAudit struct {
+	Kind    Kind   `json:"kind"`
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Fixable bool   `json:"fixable,omitempty"`
+}
+
+// ObjectAudit is one object that concerns the Rollout: referenced by one of its ReplicaSets,
+// named in one of its configmap-attacher steps, or owned by one of its ReplicaSets.
+type ObjectAudit struct {
+	Kind        Kind   `json:"kind"`
+	Name        string `json:"name"`
+	Exists      bool   `json:"exists"`
+	OptedIn     bool   `json:"optedIn"`
+	NamedInStep bool   `json:"namedInStep"`
+	// UsedBy are the Rollout's ReplicaSets whose pod template references the object.
+	UsedBy []string `json:"usedBy"`
+	// Owners is metadata.ownerReferences, in order (Index is the position in that list).
+	Owners []OwnerAudit `json:"owners"`
+	// MissingOwners are the ReplicaSets in UsedBy that do not own the object.
+	MissingOwners []string `json:"missingOwners"`
+	// Fixable: -fix adds MissingOwners (the object is opted in or named in a step).
+	Fixable bool `json:"fixable"`
+}
+
+// OwnerAudit is one owner reference of an object.
+type OwnerAudit struct {
+	Index      int       `json:"index"`
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+	Controller bool      `json:"controller"`
+}
+
+// Finding is one problem. Command, when set, is the exact command that repairs it by hand
+// (audit never removes anything itself).
+type Finding struct {
+	Type       string `json:"type"`
+	Namespace  string `json:"namespace"`
+	Kind       Kind   `json:"kind"`
+	Name       string `json:"name"`
+	ReplicaSet string `json:"replicaSet,omitempty"`
+	Message    string `json:"message"`
+	Command    string `json:"command,omitempty"`
+	// index is the owner reference's position (stray, legacy), -1 otherwise.
+	index int
+}
+
+// Auditor reads Rollouts, their ReplicaSets and the namespace's ConfigMaps and Secrets, and
+// reports what is lost, unowned, stray or legacy. Reads: one list (or get) of Rollouts, then
+// per namespace one list each of ReplicaSets, ConfigMaps and Secrets (plus one get of the
+// Deployment per workloadRef Rollout without a selector).
+type Auditor struct {
+	Kube     kubernetes.Interface
+	Rollouts rolloutsclient.Interface
+	// Metadata, when set, lists ConfigMaps and Secrets as metadata only: their data never
+	// leaves the apiserver. Without it the typed client lists them, and the data is dropped.
+	Metadata metadata.Interface
+	// Selector opts objects in (default configmap-attacher/revisioned=true).
+	Selector labels.Selector
+	Log      logrus.FieldLogger
+}
+
+func (a *Auditor) selector() labels.Selector {
+	if a.Selector == nil {
+		return labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"})
+	}
+	return a.Selector
+}
+
+func (a *Auditor) log() logrus.FieldLogger {
+	if a.Log == nil {
+		return logrus.StandardLogger()
+	}
+	return a.Log
+}
+
+func (a *Auditor) attacher(client kubernetes.Interface) *Attacher {
+	return &Attacher{Client: client, Log: a.log(), RBACHint: JobRBACHint}
+}
+
+// objMeta is what audit keeps of a ConfigMap or Secret: never its data.
+type objMeta struct {
+	labels map[string]string
+	owners []metav1.OwnerReference
+}
+
+type nsSnapshot struct {
+	replicaSets []appsv1.ReplicaSet
+	objects     map[Object]objMeta
+}
+
+// Audit audits one Rollout (name set), every Rollout of a namespace, or, with namespace
+// "", every Rollout of the cluster. A problem with one namespace or Rollout is recorded in
+// the report (RolloutAudit.Error); only a failure to read the Rollouts is returned.
+func (a *Auditor) Audit(ctx context.Context, namespace, name string) (*AuditReport, error) {
+	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Unattributed: []Finding{},
+		additions: map[string]map[Object]*Addition{}}
+	var ros []v1alpha1.Rollout
+	err := a.retry(ctx, "rollouts.argoproj.io", namespace, func(ctx context.Context) error {
+		if name != "" {
+			ro, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				ros = []v1alpha1.Rollout{*ro}
+			}
+			return err
+		}
+		l, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			ros = l.Items
+		}
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, &FailError{fmt.Sprintf("Rollout %s/%s not found", namespace, name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ros, func(i, j int) bool {
+		if ros[i].Namespace != ros[j].Namespace {
+			return ros[i].Namespace < ros[j].Namespace
+		}
+		return ros[i].Name < ros[j].Name
+	})
+	for start := 0; start < len(ros); {
+		end := start
+		for end < len(ros) && ros[end].Namespace == ros[start].Namespace {
+			end++
+		}
+		a.auditNamespace(ctx, rep, ros[start:end], name == "")
+		start = end
+	}
+	for _, ra := range rep.Rollouts {
+		rep.count(ra.Findings)
+		if ra.Error != "" {
+			rep.Summary.Errors++
+		}
+		for _, o := range ra.Objects {
+			rep.Summary.MissingOwners += len(o.MissingOwners)
+			if o.Fixable {
+				rep.Summary.Fixable += len(o.MissingOwners)
+			}
+		}
+	}
+	rep.count(rep.Unattributed)
+	return rep, nil
+}
+
+func (r *AuditReport) count(fs []Finding) {
+	for _, f := range fs {
+		switch f.Type {
+		case FindingLost:
+			r.Summary.Lost++
+		case FindingUnowned:
+			r.Summary.Unowned++
+		case FindingStray:
+			r.Summary.Stray++
+		case FindingLegacy:
+			r.Summary.Legacy++
+		}
+	}
+}
+
+// ExitCode is 1 when an object is lost or something could not be audited or fixed, else 0.
+func (r *AuditReport) ExitCode() int {
+	if r.Summary.Lost > 0 || r.Summary.Errors > 0 || (r.Fix != nil && len(r.Fix.Errors) > 0) {
+		return ExitFail
+	}
+	return ExitOK
+}
+
+func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ros []v1alpha1.Rollout, wholeNamespace bool) {
+	ns := ros[0].Namespace
+	snap, err := a.readNamespace(ctx, ns)
+	if err != nil {
+		for _, ro := range ros {
+			rep.Rollouts = append(rep.Rollouts, RolloutAudit{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Error: err.Error(),
+				ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}})
+		}
+		return
+	}
+	// Attacher.ListReplicaSets decides which ReplicaSets are the Rollout's (selector,
+	// controller UID, current hash), served from the namespace's one list.
+	lister := a.attacher(rsSnapshot{Interface: a.Kube, items: snap.replicaSets})
+	seen := map[Object]bool{}
+	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(ros), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
+	for i := range ros {
+		ra := a.auditRollout(ctx, &ros[i], snap, lister, rep.additions)
+		for _, o := range ra.Objects {
+			seen[o.Object()] = true
+		}
+		rep.Rollouts = append(rep.Rollouts, ra)
+	}
+	if !wholeNamespace {
+		return
+	}
+	// Opted-in objects that no Rollout uses, names or owns, and no ReplicaSet owns at all:
+	// config of revisions whose ReplicaSets were deleted before anything attached it.
+	var orphans []Finding
+	for o, m := range snap.objects {
+		if seen[o] || !a.selector().Matches(labels.Set(m.labels)) || hasReplicaSetOwner(m.owners) {
+			continue
+		}
+		orphans = append(orphans, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,
+			Message: fmt.Sprintf("opted in (%s), but no ReplicaSet owns it and no ReplicaSet of a Rollout in %s uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand%s",
+				a.selector(), ns, otherOwners(m.owners))})
+	}
+	sortFindings(orphans)
+	rep.Unattributed = append(rep.Unattributed, orphans...)
+}
+
+func (a *Auditor) readNamespace(ctx context.Context, ns string) (*nsSnapshot, error) {
+	snap := &nsSnapshot{objects: map[Object]objMeta{}}
+	err := a.retry(ctx, "replicasets.apps", ns, func(ctx context.Context) error {
+		l, err := a.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			snap.replicaSets = l.Items
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, kind := range []Kind{KindConfigMap, KindSecret} {
+		resource := "configmaps"
+		if kind == KindSecret {
+			resource = "secrets"
+		}
+		var metas []metav1.ObjectMeta
+		err := a.retry(ctx, resource, ns, func(ctx context.Context) error {
+			var err error
+			metas, err = a.listMeta(ctx, ns, kind, resource)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range metas {
+			snap.objects[Object{kind, m.Name}] = objMeta{labels: m.Labels, owners: m.OwnerReferences}
+		}
+	}
+	return snap, nil
+}
+
+// listMeta lists the ConfigMaps or Secrets of ns and keeps only their metadata.
+func (a *Auditor) listMeta(ctx context.Context, ns string, kind Kind, resource string) ([]metav1.ObjectMeta, error) {
+	var out []metav1.ObjectMeta
+	if a.Metadata != nil {
+		l, err := a.Metadata.Resource(corev1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out = append(out, it.ObjectMeta)
+		}
+		return out, nil
+	}
+	if kind == KindSecret {
+		l, err := a.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out = append(out, it.ObjectMeta) // the data is dropped here
+		}
+		return out, nil
+	}
+	l, err := a.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range l.Items {
+		out = append(out, it.ObjectMeta)
+	}
+	return out, nil
+}
+
+// retry runs one read with the Attacher's retries of transient errors and a per-request
+// deadline, and words a 403 with the RBAC audit needs.
+func (a *Auditor) retry(ctx context.Context, resource, ns string, f func(context.Context) error) error {
+	at := a.attacher(a.Kube)
+	err := retry.OnError(at.backoff(), isTransient, func() error {
+		rctx, cancel := context.WithTimeout(ctx, at.requestTimeout())
+		defer cancel()
+		return f(rctx)
+	})
+	where := "in namespace " + ns
+	if ns == "" {
+		where = "in any namespace"
+	}
+	switch {
+	case apierrors.IsForbidden(err):
+		return &FailError{fmt.Sprintf("forbidden to read %s %s (%s): audit needs list on rollouts.argoproj.io, replicasets.apps, configmaps and secrets (and get on deployments.apps for workloadRef Rollouts); -fix also patch on configmaps and secrets",
+			resource, where, apiMessage(err))}
+	case apierrors.IsNotFound(err):
+		return err
+	case err != nil:
+		return fmt.Errorf("reading %s %s: %w", resource, where, err)
+	}
+	return nil
+}
+
+// selectorOf is spec.selector, or for a workloadRef Rollout without one the Deployment's
+// (as the command line's waiter takes it; audit does not wait for the controller to observe
+// the Deployment's generation).
+func (a *Auditor) selectorOf(ctx context.Context, ro *v1alpha1.Rollout) (*metav1.LabelSelector, error) {
+	wr := ro.Spec.WorkloadRef
+	if ro.Spec.Selector != nil || wr == nil {
+		return ro.Spec.Selector, nil
+	}
+	if wr.Kind != "Deployment" {
+		return nil, &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
+	}
+	var d *appsv1.Deployment
+	err := a.retry(ctx, "deployments.apps", ro.Namespace, func(ctx context.Context) error {
+		var err error
+		d, err = a.Kube.AppsV1().Deployments(ro.Namespace).Get(ctx, wr.Name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, &FailError{fmt.Sprintf("Deployment %s/%s named by spec.workloadRef of Rollout %s does not exist", ro.Namespace, wr.Name, ro.Name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.Spec.Selector, nil
+}
+
+// stepObjects returns the objects named in the Rollout's configmap-attacher steps, and the
+// discover selectors of those steps. Configs that do not parse are ignored (the step itself
+// reports them).
+func stepObjects(ro *v1alpha1.Rollout) (map[Object]bool, []labels.Selector) {
+	named := map[Object]bool{}
+	var sels []labels.Selector
+	if ro.Spec.Strategy.Canary == nil {
+		return named, nil
+	}
+	for _, st := range ro.Spec.Strategy.Canary.Steps {
+		if st.Plugin == nil || !strings.Contains(st.Plugin.Name, "configmap-attacher") {
+			continue
+		}
+		cfg, err := ParseConfig(st.Plugin.Config)
+		if err != nil {
+			continue
+		}
+		for _, o := range cfg.Objects() {
+			named[o] = true
+		}
+		if cfg.Discover != nil {
+			if s, err := cfg.Discover.LabelSelector(); err == nil && !s.Empty() {
+				sels = append(sels, s)
+			}
+		}
+	}
+	return named, sels
+}
+
+// rsRefs is one live ReplicaSet with what its pod template references.
+type rsRefs struct {
+	rs       *appsv1.ReplicaSet
+	refs     References
+	required References
+}
+
+func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, lister *Attacher, additions map[string]map[Object]*Addition) RolloutAudit {
+	ns := ro.Namespace
+	ra := RolloutAudit{Namespace: ns, Name: ro.Name, UID: ro.UID, ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
+	sel, err := a.selectorOf(ctx, ro)
+	if err != nil {
+		ra.Error = err.Error()
+		return ra
+	}
+	rss, err := lister.ListReplicaSets(ctx, Rollout{Namespace: ns, Name: ro.Name, UID: ro.UID, Selector: sel, PodHash: ro.Status.CurrentPodHash})
+	if err != nil {
+		ra.Error = err.Error()
+		return ra
+	}
+	named, stepSels := stepObjects(ro)
+	optedIn := func(m objMeta) bool {
+		if a.selector().Matches(labels.Set(m.labels)) {
+			return true
+		}
+		for _, s := range stepSels {
+			if s.Matches(labels.Set(m.labels)) {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Every ReplicaSet, current first, then by revision (newest first); deleting ones are
+	// shown but neither checked nor given owners.
+	var all []*appsv1.ReplicaSet
+	if rss.Current != nil {
+		all = append(all, rss.Current)
+	}
+	hist := make([]*appsv1.ReplicaSet, len(rss.History))
+	for i := range rss.History {
+		hist[i] = &rss.History[i]
+	}
+	sort.SliceStable(hist, func(i, j int) bool { return revision(hist[i]) > revision(hist[j]) })
+	all = append(all, hist...)
+	var live []rsRefs
+	byUID := map[types.UID]int{} // live ReplicaSets by UID
+	for _, rs := range all {
+		if rs.DeletionTimestamp != nil {
+			continue
+		}
+		byUID[rs.UID] = len(live)
+		live = append(live, rsRefs{rs: rs, refs: TemplateReferences(&rs.Spec.Template.Spec), required: requiredReferences(&rs.Spec.Template.Spec)})
+	}
+
+	// The objects that concern this Rollout.
+	objs := map[Object]bool{}
+	for o := range named {
+		objs[o] = true
+	}
+	for _, l := range live {
+		for n := range l.refs.ConfigMaps {
+			objs[Object{KindConfigMap, n}] = true
+		}
+		for n := range l.refs.Secrets {
+			objs[Object{KindSecret, n}] = true
+		}
+	}
+	for o, m := range snap.objects {
+		for _, ref := range m.owners {
+			if _, ok := byUID[ref.UID]; ok && ref.Kind == "ReplicaSet" {
+				objs[o] = true
+			}
+		}
+	}
+	keys := make([]Object, 0, len(objs))
+	for o := range objs {
+		keys = append(keys, o)
+	}
+	sortObjects(keys)
+
+	edges := map[Object]map[types.UID]EdgeAudit{}
+	for _, o := range keys {
+		m, exists := snap.objects[o]
+		oa := ObjectAudit{Kind: o.Kind, Name: o.Name, Exists: exists, NamedInStep: named[o], OptedIn: exists && optedIn(m),
+			UsedBy: []string{}, Owners: []OwnerAudit{}, MissingOwners: []string{}}
+		candidate := exists && (oa.OptedIn || oa.NamedInStep)
+		have := map[types.UID]bool{}
+		for i, ref := range m.owners {
+			have[ref.UID] = true
+			oa.Owners = append(oa.Owners, OwnerAudit{Index: i, APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: ref.Controller != nil && *ref.Controller})
+		}
+		edges[o] = map[types.UID]EdgeAudit{}
+		var lostBy []string
+		var missing []*appsv1.ReplicaSet
+		for _, l := range live {
+			if !l.refs.Has(o) {
+				continue
+			}
+			oa.UsedBy = append(oa.UsedBy, l.rs.Name)
+			e := EdgeAudit{Kind: o.Kind, Name: o.Name}
+			switch {
+			case !exists && l.required.Has(o):
+				e.Status = EdgeLost
+				lostBy = append(lostBy, rsLabel(l.rs, rss.Current))
+			case !exists:
+				e.Status = EdgeAbsentOptional
+			case have[l.rs.UID]:
+				e.Status = EdgeOwned
+			case candidate:
+				e.Status, e.Fixable = EdgeMissingOwner, true
+				missing = append(missing, l.rs)
+				oa.MissingOwners = append(oa.MissingOwners, l.rs.Name)
+			case hasReplicaSetOwner(m.owners):
+				// Not opted in, yet owned by other ReplicaSets: it goes with them while this
+				// one still uses it. -fix may not touch it; say so.
+				e.Status = EdgeMissingOwner
+				oa.MissingOwners = append(oa.MissingOwners, l.rs.Name)
+			default:
+				e.Status = EdgeNotOptedIn
+			}
+			edges[o][l.rs.UID] = e
+		}
+		oa.Fixable = len(missing) > 0
+		if len(missing) > 0 {
+			byObj := additions[ns]
+			if byObj == nil {
+				byObj = map[Object]*Addition{}
+				additions[ns] = byObj
+			}
+			add := byObj[o]
+			if add == nil {
+				add = &Addition{Object: o}
+				byObj[o] = add
+			}
+			for _, rs := range missing {
+				if !containsRS(add.uids, rs.UID) {
+					add.uids = append(add.uids, rs)
+					add.ReplicaSets = append(add.ReplicaSets, rs.Name)
+				}
+			}
+		}
+		ra.Objects = append(ra.Objects, oa)
+
+		// Findings.
+		var fs []Finding
+		if len(lostBy) > 0 {
+			fs = append(fs, Finding{Type: FindingLost, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,
+				Message: fmt.Sprintf("%s %s it, but it does not exist: a rollback to %s, or a restart of %s pods, would fail with CreateContainerConfigError. Recreate it from that revision's manifests",
+					strings.Join(lostBy, ", "), verb(len(lostBy), "references", "reference"), pronounRS(len(lostBy)), pronounPods(len(lostBy)))})
+		}
+		if candidate && !hasReplicaSetOwner(m.owners) {
+			why := "named in a configmap-attacher step"
+			if oa.OptedIn {
+				why = "opted in (" + a.selectorLabel(m, stepSels) + ")"
+			}
+			msg := fmt.Sprintf("%s, but no ReplicaSet owns it: it will never be garbage-collected%s", why, otherOwners(m.owners))
+			if len(missing) > 0 {
+				msg += fmt.Sprintf("; -fix adds %s, which %s it", joinNames(rsNames(missing)), verb(len(missing), "uses", "use"))
+			} else {
+				msg += fmt.Sprintf("; no ReplicaSet of Rollout %s/%s uses it: if nothing else does, delete it by hand", ns, ro.Name)
+			}
+			fs = append(fs, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1, Message: msg})
+		}
+		for i, ref := range m.owners {
+			li, ok := byUID[ref.UID]
+			if !ok || ref.Kind != "ReplicaSet" {
+				continue
+			}
+			rs := live[li].rs
+			uses := live[li].refs.Has(o)
+			others := otherUsers(oa.UsedBy, rs.Name)
+			f := Finding{Namespace: ns, Kind: o.Kind, Name: o.Name, ReplicaSet: rs.Name, index: i}
+			switch {
+			case ref.Controller != nil && *ref.Controller && uses:
+				f.Type = FindingLegacy
+				f.Message = fmt.Sprintf("owner reference %d is the original tool's controller reference to ReplicaSet %s (which uses it): configmap-attacher writes controller: false, so that several ReplicaSets can own an object. Turn it into a plain owner reference by hand", i, rs.Name)
+				f.Command = ownerRefCommand(o, ns, i, ref.UID, `{"op":"replace","path":"/metadata/ownerReferences/%d/controller","value":false}`)
+			case ref.Controller != nil && *ref.Controller:
+				f.Type = FindingLegacy
+				f.Message = fmt.Sprintf("owner reference %d is the original tool's controller reference to ReplicaSet %s, which does not use it (the wrong ReplicaSet)", i, rs.Name)
+				f.Message += removalAdvice(others, oa, rs.Name)
+				f.Command = ownerRefCommand(o, ns, i, ref.UID, `{"op":"remove","path":"/metadata/ownerReferences/%d"}`)
+			case !uses:
+				f.Type = FindingStray
+				f.Message = fmt.Sprintf("owner reference %d is ReplicaSet %s, which does not use it: it keeps the object until that ReplicaSet is deleted", i, rs.Name)
+				f.Message += removalAdvice(others, oa, rs.Name)
+				f.Command = ownerRefCommand(o, ns, i, ref.UID, `{"op":"remove","path":"/metadata/ownerReferences/%d"}`)
+			default:
+				continue
+			}
+			fs = append(fs, f)
+		}
+		ra.Findings = append(ra.Findings, fs...)
+	}
+	sortFindings(ra.Findings)
+
+	for _, rs := range all {
+		r := ReplicaAudit{Name: rs.Name, UID: rs.UID, Revision: rs.Annotations[RevisionAnnotation], Current: rs == rss.Current,
+			Deleting: rs.DeletionTimestamp != nil, Objects: []EdgeAudit{}}
+		for _, o := range keys {
+			if e, ok := edges[o][rs.UID]; ok {
+				r.Objects = append(r.Objects, e)
+			}
+		}
+		ra.ReplicaSets = append(ra.ReplicaSets, r)
+	}
+	return ra
+}
+
+// removalAdvice warns, for a reference about to be removed by hand, when the object would
+// then be left without a ReplicaSet owner although other ReplicaSets use it.
+func removalAdvice(others []string, oa ObjectAudit, rs string) string {
+	var missing []string
+	for _, n := range oa.MissingOwners {
+		if n != rs {
+			missing = append(missing, n)
+		}
+	}
+	switch {
+	case len(missing) > 0 && oa.Fixable:
+		return fmt.Sprintf(". %s %s it without owning it: run audit -fix first (it adds them), then remove the reference by hand", joinNames(missing), verb(len(missing), "uses", "use"))
+	case len(missing) > 0:
+		return fmt.Sprintf(". %s %s it without owning it, and it is not opted in: the object is deleted with its other owners. Label it %s=true and run audit -fix first, then remove the reference by hand", joinNames(missing), verb(len(missing), "uses", "use"), DefaultDiscoverLabel)
+	case len(others) == 0:
+		return ". No ReplicaSet of the Rollout uses it: remove the reference by hand only if the object is to be kept (without it, nothing collects the object)"
+	default:
+		return ". Remove it by hand"
+	}
+}
+
+func otherUsers(usedBy []string, rs string) []string {
+	var out []string
+	for _, n := range usedBy {
+		if n != rs {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ownerRefCommand is a kubectl JSON patch that first tests that owner reference i is still
+// uid (the garbage collector edits the list too), then applies op.
+func ownerRefCommand(o Object, ns string, i int, uid types.UID, op string) string {
+	resource := "configmap"
+	if o.Kind == KindSecret {
+		resource = "secret"
+	}
+	return fmt.Sprintf(`kubectl patch %s %s -n %s --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/%d/uid","value":"%s"},%s]'`,
+		resource, o.Name, ns, i, uid, fmt.Sprintf(op, i))
+}
+
+func (a *Auditor) selectorLabel(m objMeta, stepSels []labels.Selector) string {
+	if a.selector().Matches(labels.Set(m.labels)) {
+		return a.selector().String()
+	}
+	for _, s := range stepSels {
+		if s.Matches(labels.Set(m.labels)) {
+			return s.String() + ", a step's discover selector"
+		}
+	}
+	return ""
+}
+
+// Object returns the object's identity.
+func (o ObjectAudit) Object() Object { return Object{o.Kind, o.Name} }
+
+func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
+	for _, r := range owners {
+		if r.Kind == "ReplicaSet" {
+			return true
+		}
+	}
+	return false
+}
+
+func otherOwners(owners []metav1.OwnerReference) string {
+	var s []string
+	for _, r := range owners {
+		if r.Kind != "ReplicaSet" {
+			s = append(s, r.Kind+" "+r.Name)
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return " with the Rollout's history (only with its other owners: " + strings.Join(s, ", ") + ")"
+}
+
+func containsRS(rss []*appsv1.ReplicaSet, uid types.UID) bool {
+	for _, rs := range rss {
+		if rs.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func rsNames(rss []*appsv1.ReplicaSet) []string {
+	out := make([]string, len(rss))
+	for i, rs := range rss {
+		out[i] = rs.Name
+	}
+	return out
+}
+
+func joinNames(names []string) string {
+	if len(names) == 1 {
+		return "ReplicaSet " + names[0]
+	}
+	return "ReplicaSets " + strings.Join(names, ", ")
+}
+
+func rsLabel(rs, current *appsv1.ReplicaSet) string {
+	var notes []string
+	if rs == current {
+		notes = append(notes, "current")
+	}
+	if r := rs.Annotations[RevisionAnnotation]; r != "" {
+		notes = append(notes, "revision "+r)
+	}
+	if len(notes) == 0 {
+		return "ReplicaSet " + rs.Name
+	}
+	return fmt.Sprintf("ReplicaSet %s (%s)", rs.Name, strings.Join(notes, ", "))
+}
+
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func pronounRS(n int) string { return verb(n, "that ReplicaSet", "those ReplicaSets") }
+
+func pronounPods(n int) string { return verb(n, "its", "their") }
+
+func revision(rs *appsv1.ReplicaSet) int {
+	n, err := strconv.Atoi(rs.Annotations[RevisionAnnotation])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// sortFindings orders findings by object, lost and unowned first, then the owner-reference
+// findings by descending index: their commands can then be run in the order shown, since
+// removing a later entry does not move an earlier one.
+func sortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		x, y := fs[i], fs[j]
+		if x.Namespace != y.Namespace {
+			return x.Namespace < y.Namespace
+		}
+		if x.Kind != y.Kind {
+			return x.Kind < y.Kind
+		}
+		if x.Name != y.Name {
+			return x.Name < y.Name
+		}
+		rank := func(f Finding) int {
+			switch f.Type {
+			case FindingLost:
+				return 0
+			case FindingUnowned:
+				return 1
+			}
+			return 2
+		}
+		if rank(x) != rank(y) {
+			return rank(x) < rank(y)
+		}
+		return x.index > y.index
+	})
+}
+
+// requiredReferences is TemplateReferences without the references a pod starts without:
+// optional ones (optional: true on a volume, a projected source, envFrom or a key ref) and
+// image pull secrets (the kubelet warns and pulls anyway). A name counts as required when
+// at least one of its references is. The occurrences are counted with the kubelet's walkers,
+// so a reference kind they know and this function does not is treated as required.
+func requiredReferences(spec *corev1.PodSpec) References {
+	req := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	if spec == nil {
+		return req
+	}
+	total := map[Object]int{}
+	pod := &corev1.Pod{Spec: *spec}
+	podutil.VisitPodConfigmapNames(pod, func(n string) bool { total[Object{KindConfigMap, n}]++; return true })
+	podutil.VisitPodSecretNames(pod, func(n string) bool { total[Object{KindSecret, n}]++; return true })
+	optional := map[Object]int{}
+	opt := func(k Kind, name string, o *bool) {
+		if name != "" && o != nil && *o {
+			optional[Object{k, name}]++
+		}
+	}
+	for _, ps := range spec.ImagePullSecrets {
+		if ps.Name != "" {
+			optional[Object{KindSecret, ps.Name}]++
+		}
+	}
+	for c := range podutil.ContainerIter(spec, podutil.AllContainers) {
+		for _, ef := range c.EnvFrom {
+			if ef.ConfigMapRef != nil {
+				opt(KindConfigMap, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)
+			}
+			if ef.SecretRef != nil {
+				opt(KindSecret, ef.SecretRef.Name, ef.SecretRef.Optional)
+			}
+		}
+		for _, ev := range c.Env {
+			if ev.ValueFrom == nil {
+				continue
+			}
+			if r := ev.ValueFrom.ConfigMapKeyRef; r != nil {
+				opt(KindConfigMap, r.Name, r.Optional)
+			}
+			if r := ev.ValueFrom.SecretKeyRef; r != nil {
+				opt(KindSecret, r.Name, r.Optional)
+			}
+		}
+	}
+	// The same switch as the walkers: one source per volume, projected first.
+	for _, v := range spec.Volumes {
+		switch src := v.VolumeSource; {
+		case src.Projected != nil:
+			for _, s := range src.Projected.Sources {
+				if s.ConfigMap != nil {
+					opt(KindConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional)
+				}
+				if s.Secret != nil {
+					opt(KindSecret, s.Secret.Name, s.Secret.Optional)
+				}
+			}
+		case src.ConfigMap != nil:
+			opt(KindConfigMap, src.ConfigMap.Name, src.ConfigMap.Optional)
+		case src.Secret != nil:
+			opt(KindSecret, src.Secret.SecretName, src.Secret.Optional)
+		}
+	}
+	for o, n := range total {
+		if n > optional[o] {
+			if o.Kind == KindSecret {
+				req.Secrets[o.Name] = true
+			} else {
+				req.ConfigMaps[o.Name] = true
+			}
+		}
+	}
+	return req
+}
+
+// Fix adds the missing owner references the audit found on opted-in and step-named objects:
+// one strategic merge patch per object with every ReplicaSet it lacks (as discovery does). It
+// never removes or changes an existing reference.
+func (a *Auditor) Fix(ctx context.Context, rep *AuditReport) {
+	fix := &AuditFix{Added: []AuditAddition{}, Errors: []string{}}
+	rep.Fix = fix
+	nss := make([]string, 0, len(rep.additions))
+	for ns := range rep.additions {
+		nss = append(nss, ns)
+	}
+	sort.Strings(nss)
+	for _, ns := range nss {
+		var d Discovery
+		for _, add := range rep.additions[ns] {
+			d.Additions = append(d.Additions, *add)
+		}
+		sort.Slice(d.Additions, func(i, j int) bool {
+			x, y := d.Additions[i].Object, d.Additions[j].Object
+			return x.Kind < y.Kind || x.Kind == y.Kind && x.Name < y.Name
+		})
+		out := a.attacher(a.Kube).ApplyDiscover(ctx, ns, d)
+		attached := map[Object]bool{}
+		for _, o := range out.Attached {
+			attached[o] = true
+		}
+		for _, add := range d.Additions {
+			if attached[add.Object] {
+				fix.Added = append(fix.Added, AuditAddition{Namespace: ns, Kind: add.Object.Kind, Name: add.Object.Name, ReplicaSets: add.ReplicaSets})
+			}
+		}
+		if err := out.Error(ns); err != nil {
+			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %v", ns, err))
+		}
+	}
+}
+
+// rsSnapshot is a client whose ReplicaSet lists are served from one list of the namespace,
+// so that Attacher.ListReplicaSets (one list per Rollout, by its selector) keeps deciding
+// which ReplicaSets are a Rollout's while audit reads each namespace once.
+type rsSnapshot struct {
+	kubernetes.Interface
+	items []appsv1.ReplicaSet
+}
+
+func (s rsSnapshot) AppsV1() appsv1client.AppsV1Interface {
+	return rsSnapshotApps{AppsV1Interface: s.Interface.AppsV1(), items: s.items}
+}
+
+type rsSnapshotApps struct {
+	appsv1client.AppsV1Interface
+	items []appsv1.ReplicaSet
+}
+
+func (s rsSnapshotApps) ReplicaSets(ns string) appsv1client.ReplicaSetInterface {
+	return rsSnapshotList{ReplicaSetInterface: s.AppsV1Interface.ReplicaSets(ns), ns: ns, items: s.items}
+}
+
+type rsSnapshotList struct {
+	appsv1client.ReplicaSetInterface
+	ns    string
+	items []appsv1.ReplicaSet
+}
+
+func (s rsSnapshotList) List(_ context.Context, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error) {
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out := &appsv1.ReplicaSetList{}
+	for i := range s.items {
+		if s.items[i].Namespace == s.ns && sel.Matches(labels.Set(s.items[i].Labels)) {
+			out.Items = append(out.Items, *s.items[i].DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// WriteText writes the report as a tree per Rollout, the findings with their repair
+// commands, what -fix did (or would do), and a summary line.
+func (r *AuditReport) WriteText(w io.Writer) {
+	for _, ra := range r.Rollouts {
+		fmt.Fprintf(w, "Rollout %s/%s\n", ra.Namespace, ra.Name)
+		if ra.Error != "" {
+			fmt.Fprintf(w, "└─ ERROR %s\n\n", ra.Error)
+			continue
+		}
+		type node struct {
+			label string
+			lines [][2]string // object label, status
+		}
+		var nodes []node
+		width := 0
+		findingTypes := map[Object][]string{}
+		for _, f := range ra.Findings {
+			o := Object{f.Kind, f.Name}
+			if !contains(findingTypes[o], f.Type) {
+				findingTypes[o] = append(findingTypes[o], f.Type)
+			}
+		}
+		for _, rs := range ra.ReplicaSets {
+			var notes []string
+			if rs.Current {
+				notes = append(notes, "current")
+			}
+			if rs.Revision != "" {
+				notes = append(notes, "revision "+rs.Revision)
+			}
+			if rs.Deleting {
+				notes = append(notes, "being deleted")
+			}
+			n := node{label: "ReplicaSet " + rs.Name}
+			if len(notes) > 0 {
+				n.label += " (" + strings.Join(notes, ", ") + ")"
+			}
+			for _, e := range rs.Objects {
+				n.lines = append(n.lines, [2]string{string(e.Kind) + " " + e.Name, edgeText(e)})
+			}
+			nodes = append(nodes, n)
+		}
+		other := node{label: "not used by any ReplicaSet"}
+		for _, o := range ra.Objects {
+			if len(o.UsedBy) > 0 {
+				continue
+			}
+			var st []string
+			for _, t := range findingTypes[o.Object()] {
+				if t == FindingStray || t == FindingLegacy {
+					t += " owner"
+				}
+				st = append(st, strings.ToUpper(t))
+			}
+			switch {
+			case len(st) > 0:
+			case !o.Exists:
+				st = append(st, "absent (named in a step)")
+			case len(o.Owners) > 0:
+				st = append(st, "owned")
+			default:
+				st = append(st, "no owner")
+			}
+			other.lines = append(other.lines, [2]string{string(o.Kind) + " " + o.Name, strings.Join(st, ", ")})
+		}
+		if len(other.lines) > 0 {
+			nodes = append(nodes, other)
+		}
+		if len(nodes) == 0 {
+			nodes = append(nodes, node{label: "(no ReplicaSets)"})
+		}
+		for _, n := range nodes {
+			for _, l := range n.lines {
+				width = max(width, len(l[0]))
+			}
+		}
+		for i, n := range nodes {
+			branch, indent := "├─ ", "│  "
+			if i == len(nodes)-1 {
+				branch, indent = "└─ ", "   "
+			}
+			fmt.Fprintf(w, "%s%s\n", branch, n.label)
+			for j, l := range n.lines {
+				b := "├─ "
+				if j == len(n.lines)-1 {
+					b = "└─ "
+				}
+				fmt.Fprintf(w, "%s%s%-*s  %s\n", indent, b, width, l[0], l[1])
+			}
+		}
+		writeFindings(w, ra.Findings)
+		fmt.Fprintln(w)
+	}
+	if len(r.Unattributed) > 0 {
+		fmt.Fprintf(w, "Opted-in objects (%s) that no audited Rollout uses or owns\n", r.Selector)
+		writeFindings(w, r.Unattributed)
+		fmt.Fprintln(w)
+	}
+	s := r.Summary
+	switch {
+	case r.Fix != nil:
+		n := 0
+		parts := make([]string, len(r.Fix.Added))
+		for i, add := range r.Fix.Added {
+			n += len(add.ReplicaSets)
+			parts[i] = fmt.Sprintf("%s/%s %s ← %s", add.Namespace, add.Kind, add.Name, strings.Join(add.ReplicaSets, ", "))
+		}
+		if len(parts) == 0 {
+			fmt.Fprintln(w, "fixed: nothing to add")
+		} else {
+			fmt.Fprintf(w, "fixed: added %d owner reference(s) to %d object(s): %s\n", n, len(parts), strings.Join(parts, "; "))
+		}
+		for _, e := range r.Fix.Errors {
+			fmt.Fprintf(w, "fix failed: %s\n", e)
+		}
+	case s.Fixable > 0:
+		fmt.Fprintf(w, "missing owners: %d owner reference(s) can be added: run again with -fix\n", s.Fixable)
+	}
+	if s.MissingOwners > s.Fixable {
+		fmt.Fprintf(w, "not opted in: %d ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them %s=true to let it add owners)\n",
+			s.MissingOwners-s.Fixable, DefaultDiscoverLabel)
+	}
+	if s.Errors > 0 {
+		fmt.Fprintf(w, "errors: %d Rollout(s) could not be audited\n", s.Errors)
+	}
+	fmt.Fprintf(w, "findings: %d lost, %d unowned, %d stray, %d legacy\n", s.Lost, s.Unowned, s.Stray, s.Legacy)
+}
+
+func writeFindings(w io.Writer, fs []Finding) {
+	for _, f := range fs {
+		fmt.Fprintf(w, "  %-8s %s %s: %s\n", strings.ToUpper(f.Type), f.Kind, f.Name, f.Message)
+		if f.Command != "" {
+			fmt.Fprintf(w, "  %-8s $ %s\n", "", f.Command)
+		}
+	}
+}
+
+func edgeText(e EdgeAudit) string {
+	switch e.Status {
+	case EdgeOwned:
+		return "owned"
+	case EdgeMissingOwner:
+		if e.Fixable {
+			return "MISSING OWNER"
+		}
+		return "MISSING OWNER (not opted in: -fix leaves it alone)"
+	case EdgeLost:
+		return "LOST (does not exist)"
+	case EdgeAbsentOptional:
+		return "absent (optional reference)"
+	case EdgeNotOptedIn:
+		return "not opted in"
+	}
+	return e.Status
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (r *AuditReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// AuditCLI is `configmap-attacher audit`: it reports, per Rollout, the ReplicaSets in
+// history, the ConfigMaps and Secrets they use and what is lost, unowned, stray or legacy,
+// and with -fix adds the missing owner references of opted-in objects.
+type AuditCLI struct {
+	Stdout, Stderr io.Writer
+	// NewClients builds the clients (tests inject fakes).
+	NewClients func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error)
+	// NewMetadata builds the metadata-only client that lists ConfigMaps and Secrets without
+	// their data. Nil: built from the same config, unless NewClients is injected, in which
+	// case the typed client lists them.
+	NewMetadata func(ClientOptions) (metadata.Interface, error)
+}
+
+type auditOptions struct {
+	namespace, rollout string
+	all, fix           bool
+	output, selector   string
+	logLevel           string
+	client             ClientOptions
+}
+
+func (c *AuditCLI) flags(o *auditOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollouts to audit")
+	fs.StringVar(&o.rollout, "rollout", "", "audit only this Rollout (needs -namespace)")
+	fs.BoolVar(&o.all, "A", false, "audit the Rollouts of every namespace")
+	fs.BoolVar(&o.all, "all-namespaces", false, "same as -A")
+	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
+	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
+	fs.StringVar(&o.selector, "selector", "", "label selector of opted-in objects (default "+DefaultDiscoverLabel+"=true)")
+	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
+	fs.Usage = func() {
+		fmt.Fprintf(c.Stderr, "Usage: configmap-attacher audit (-namespace NS [-rollout NAME] | -A) [-o text|json] [-fix] [flags]\n\n"+
+			"Reports, per Rollout, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n"+
+			"lost (referenced, does not exist), unowned (opted in or named in a step, no ReplicaSet owns it),\n"+
+			"stray (owned by a ReplicaSet that does not use it) and legacy (the original tool's controller\n"+
+			"reference). -fix adds missing owner references to opted-in objects only; it never removes one.\n"+
+			"Exit codes: 0 nothing lost, 1 something lost or an error, 2 bad usage.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Main runs the audit and returns the exit code.
+func (c *AuditCLI) Main(args []string) int {
+	var o auditOptions
+	fs := c.flags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	var problems []string
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", fs.Arg(0)))
+	}
+	switch {
+	case o.all && (o.namespace != "" || o.rollout != ""):
+		problems = append(problems, "-A audits every namespace: do not combine it with -namespace or -rollout")
+	case !o.all && o.namespace == "":
+		problems = append(problems, "-namespace is required (or -A for every namespace)")
+	}
+	if o.output != "text" && o.output != "json" {
+		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
+	}
+	var sel labels.Selector
+	if o.selector != "" {
+		var err error
+		sel, err = labels.Parse(o.selector)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
+		case sel.Empty():
+			problems = append(problems, fmt.Sprintf("-selector %q selects everything: give a label such as %s=true", o.selector, DefaultDiscoverLabel))
+		}
+	}
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	if err := ConfigureLogger(log, o.logLevel, "text"); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %s\n", p)
+		}
+		fmt.Fprintf(c.Stderr, "Run configmap-attacher audit -help for usage.\n")
+		return ExitUsage
+	}
+
+	newClients, newMetadata := c.NewClients, c.NewMetadata
+	if newClients == nil {
+		newClients = NewClients
+		if newMetadata == nil {
+			newMetadata = newMetadataClient
+		}
+	}
+	kube, ro, err := newClients(o.client)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		return ExitFail
+	}
+	aud := &Auditor{Kube: kube, Rollouts: ro, Selector: sel, Log: log}
+	if newMetadata != nil {
+		if aud.Metadata, err = newMetadata(o.client); err != nil {
+			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+			return ExitFail
+		}
+	}
+	ctx := context.Background()
+	rep, err := aud.Audit(ctx, o.namespace, o.rollout)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		return ExitFail
+	}
+	if o.fix {
+		aud.Fix(ctx, rep)
+	}
+	if o.output == "json" {
+		if err := rep.WriteJSON(c.Stdout); err != nil {
+			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+			return ExitFail
+		}
+	} else {
+		rep.WriteText(c.Stdout)
+	}
+	return rep.ExitCode()
+}
+
+func newMetadataClient(o ClientOptions) (metadata.Interface, error) {
+	cfg, err := RESTConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the metadata client: %w", err)
+	}
+	return m, nil
+}
