@@ -12,7 +12,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: build test unit lint release binaries demo clean
+.PHONY: build test unit lint release binaries demo clean fuzz bench image
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -47,3 +47,21 @@ release:
 
 clean:
 	rm -rf bin dist
+
+## image: the command-line (Job) mode as an OCI image, built without a Docker engine
+## (hack/image: FROM scratch, nonroot 65532, SOURCE_DATE_EPOCH timestamps). Writes a tarball
+## for `docker load`, `podman load` or `crane push`.
+IMAGE_REPO ?= ghcr.io/configmap-attacher/configmap-attacher
+IMAGE_ARCH ?= amd64
+.PHONY: image
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags '$(LDFLAGS)' \
+	  -o bin/configmap-attacher-linux-$(IMAGE_ARCH) .
+	go run ./hack/image -binary bin/configmap-attacher-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -tag $(IMAGE_REPO):$(VERSION) -out dist/configmap-attacher-image-$(IMAGE_ARCH).tar
+
+## fuzz: run each fuzz target for FUZZTIME (the seed corpora also run in `make test`).
+FUZZTIME ?= 1m
+fuzz:
+	go test ./plugin -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	go test ./plugin -run '^$$' -fuzz '^FuzzTemplateReferences$$' -fuzztime $(FUZZTIME)

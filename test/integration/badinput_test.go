@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// snapshot returns the resourceVersion of every ConfigMap, Secret and ReplicaSet in ns.
+func (e *env) snapshot() map[string]string {
+	e.t.Helper()
+	rvs := map[string]string{}
+	cms, err := e.admin.CoreV1().ConfigMaps(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, o := range cms.Items {
+		rvs["cm/"+o.Name] = o.ResourceVersion
+	}
+	secs, _ := e.admin.CoreV1().Secrets(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	for _, o := range secs.Items {
+		rvs["secret/"+o.Name] = o.ResourceVersion
+	}
+	rss, _ := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	for _, o := range rss.Items {
+		rvs["rs/"+o.Name] = o.ResourceVersion
+	}
+	return rvs
+}
+
+// TestBadInputWritesNothing: every bad step config and every bad command line gets a message
+// naming the problem and the fix, and — checked against the apiserver — nothing is written.
+func TestBadInputWritesNothing(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
+	e.configMap("cfg")
+	e.configMap("static")
+	e.secret("sec")
+	before := e.snapshot()
+	s := step(cfg)
+
+	long := strings.Repeat("a", 254)
+	steps := []struct{ name, config, want string }{
+		{"malformed JSON", `{"configMaps": ["cfg"`, "not valid JSON"},
+		{"list instead of object", `["cfg"]`, "must be an object"},
+		{"string instead of object", `"cfg"`, "must be an object"},
+		{"number instead of object", `42`, "must be an object"},
+		{"null", `null`, "config is empty"},
+		{"empty object", `{}`, "no objects listed"},
+		{"empty lists", `{"configMaps":[],"secrets":[]}`, "no objects listed"},
+		{"lower-case key", `{"configmaps":["cfg"]}`, `did you mean "configMaps"`},
+		{"singular key", `{"secret":["sec"]}`, `did you mean "secrets"`},
+		{"unknown key", `{"configMaps":["cfg"],"replicas":2}`, `unknown key "replicas"`},
+		{"string for list", `{"configMaps":"cfg"}`, "configMaps: got a string, want a list of names"},
+		{"object for list", `{"secrets":{"name":"sec"}}`, "secrets: got an object"},
+		{"number in list", `{"configMaps":[1]}`, "want a list of names"},
+		{"string for bool", `{"configMaps":["cfg"],"allowUnreferenced":"true"}`, "allowUnreferenced: got a string"},
+		{"number for timeout", `{"configMaps":["cfg"],"timeout":60}`, `duration string such as "5m"`},
+		{"bad duration", `{"configMaps":["cfg"],"timeout":"soon"}`, `"soon" is not a duration`},
+		{"negative timeout", `{"configMaps":["cfg"],"timeout":"-5m"}`, "out of range"},
+		{"empty name", `{"configMaps":[""]}`, "empty name"},
+		{"invalid name", `{"configMaps":["Cfg_1"]}`, "is not a valid object name"},
+		{"oversized name", `{"configMaps":["` + long + `"]}`, "must be no more than 253 characters"},
+		{"namespace-qualified name", `{"configMaps":["` + e.ns + `/cfg"]}`, "namespace-qualified"},
+		{"duplicate name", `{"configMaps":["cfg","cfg"]}`, "listed twice"},
+		{"duplicate key", `{"configMaps":["cfg"],"configMaps":["static"]}`, "duplicate field"},
+		{"oversized config", `{"configMaps":["` + strings.Repeat("a", plugin.MaxConfigBytes) + `"]}`, "list fewer objects per step"},
+		{"empty discover selector", `{"discover":{"selector":{}}}`, "discover.selector is empty"},
+		{"unreferenced object", `{"configMaps":["cfg","static"]}`, "allowUnreferenced: true"},
+		{"missing object", `{"configMaps":["nope"],"allowUnreferenced":true}`, "not found in namespace"},
+	}
+	for _, tc := range steps {
+		r := ro.DeepCopy()
+		r.Status.CurrentPodHash = "cur111"
+		res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(tc.config)})
+		if rerr.HasError() || res.Phase != types.PhaseFailed {
+			t.Errorf("%s: phase %q err %v, want Failed", tc.name, res.Phase, rerr)
+		} else if !strings.Contains(res.Message, tc.want) {
+			t.Errorf("%s: message %q lacks %q", tc.name, res.Message, tc.want)
+		}
+	}
+
+	kubeconfig := c.WriteKubeconfig(t, cfg)
+	base := []string{"-rollout", "web", "-namespace", e.ns, "-kubeconfig", kubeconfig}
+	clis := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no flags", nil, "-rollout is required"},
+		{"flag without value", []string{"-configmaps"}, "flag needs an argument"},
+		{"unknown flag", append(append([]string{}, base...), "-configmap", "cfg"), "flag provided but not defined: -configmap"},
+		{"nothing to attach", base, "nothing to attach"},
+		{"invalid name", append(append([]string{}, base...), "-configmaps", "Cfg"), "is not a valid object name"},
+		{"stray argument", append(append([]string{}, base...), "-configmaps", "cfg", "static"), `unexpected argument "static"`},
+		{"bad timeout", append(append([]string{}, base...), "-configmaps", "cfg", "-timeout", "-1s"), "must be positive"},
+		{"selector without discover", append(append([]string{}, base...), "-configmaps", "cfg", "-selector", "a=b"), "only applies with -discover"},
+	}
+	for _, tc := range clis {
+		var out, errb strings.Builder
+		code := (&plugin.CLI{Stdout: &out, Stderr: &errb}).Main(tc.args)
+		if code != plugin.ExitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want 2 and %q", tc.name, code, errb.String(), tc.want)
+		}
+	}
+	t.Logf("%d bad step configs and %d bad command lines", len(steps), len(clis))
+
+	after := e.snapshot()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed: resourceVersion %s → %s", k, v, after[k])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("objects before %d, after %d", len(before), len(after))
+	}
+}
