@@ -50,15 +50,18 @@ clean:
 
 ## image: the command-line (Job) mode as an OCI image, built without a Docker engine
 ## (hack/image: FROM scratch, nonroot 65532, SOURCE_DATE_EPOCH timestamps). Writes a tarball
-## for `docker load`, `podman load` or `crane push`.
+## for `docker load`, `podman load` or `crane push`, and an OCI layout (`crane push` of the
+## directory keeps the printed digest). Timestamps: the last commit's time.
 IMAGE_REPO ?= ghcr.io/configmap-attacher/configmap-attacher
 IMAGE_ARCH ?= amd64
 .PHONY: image
+image: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags '$(LDFLAGS)' \
 	  -o bin/configmap-attacher-linux-$(IMAGE_ARCH) .
 	go run ./hack/image -binary bin/configmap-attacher-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
-	  -tag $(IMAGE_REPO):$(VERSION) -out dist/configmap-attacher-image-$(IMAGE_ARCH).tar
+	  -tag $(IMAGE_REPO):$(VERSION) -out dist/configmap-attacher-image-$(IMAGE_ARCH).tar \
+	  -oci-layout dist/configmap-attacher-image-$(IMAGE_ARCH).oci
 
 ## fuzz: run each fuzz target for FUZZTIME (the seed corpora also run in `make test`).
 FUZZTIME ?= 1m
