@@ -3,7 +3,8 @@
 // a ReplicaSet in the Rollout's history needs them.
 //
 // Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
-// step plugin; otherwise it is the command-line (Job) mode.
+// step plugin; `configmap-attacher audit ...` audits Rollouts (see plugin.AuditCLI); otherwise it
+// is the command-line (Job) mode.
 package main
 
 import (
@@ -16,6 +17,9 @@ import (
 func main() {
 	if os.Getenv(rpc.Handshake.MagicCookieKey) != "" {
 		os.Exit(rpc.Serve(os.Args[1:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "audit" {
+		os.Exit((&plugin.AuditCLI{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
 	}
 	cli := &plugin.CLI{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	os.Exit(cli.Main(os.Args[1:]))

@@ -51,8 +51,9 @@ const (
 	EdgeNotOptedIn     = "notOptedIn"
 )
 
-// AuditReport is what `configmap-attacher audit` found (and, with -fix, changed). Its JSON
-// form is the -o json output; every list is present (possibly empty) and sorted.
+// AuditReport is what `configmap-attacher audit` found (and, with -fix, changed: the command
+// line then reports the state read again after the fix). Its JSON form is the -o json output;
+// every list is present (possibly empty) and sorted.
 type AuditReport struct {
 	Selector string         `json:"selector"`
 	Rollouts []RolloutAudit `json:"rollouts"`
@@ -571,6 +572,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		}
 		edges[o] = map[types.UID]EdgeAudit{}
 		var lostBy []string
+		lostCurrent := false
 		var missing []*appsv1.ReplicaSet
 		for _, l := range live {
 			if !l.refs.Has(o) {
@@ -582,6 +584,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 			case !exists && l.required.Has(o):
 				e.Status = EdgeLost
 				lostBy = append(lostBy, rsLabel(l.rs, rss.Current))
+				lostCurrent = lostCurrent || l.rs == rss.Current
 			case !exists:
 				e.Status = EdgeAbsentOptional
 			case have[l.rs.UID]:
@@ -624,9 +627,13 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		// Findings.
 		var fs []Finding
 		if len(lostBy) > 0 {
+			consequence := fmt.Sprintf("a rollback to %s, or a restart of %s pods, would fail with CreateContainerConfigError", pronounRS(len(lostBy)), pronounPods(len(lostBy)))
+			if lostCurrent {
+				consequence = "pods of the current ReplicaSet cannot start (CreateContainerConfigError)"
+			}
 			fs = append(fs, Finding{Type: FindingLost, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,
-				Message: fmt.Sprintf("%s %s it, but it does not exist: a rollback to %s, or a restart of %s pods, would fail with CreateContainerConfigError. Recreate it from that revision's manifests",
-					strings.Join(lostBy, ", "), verb(len(lostBy), "references", "reference"), pronounRS(len(lostBy)), pronounPods(len(lostBy)))})
+				Message: fmt.Sprintf("%s %s it, but it does not exist: %s. Recreate it from that revision's manifests",
+					strings.Join(lostBy, ", "), verb(len(lostBy), "references", "reference"), consequence)})
 		}
 		if candidate && !hasReplicaSetOwner(m.owners) {
 			why := "named in a configmap-attacher step"
@@ -1289,6 +1296,15 @@ func (c *AuditCLI) Main(args []string) int {
 	}
 	if o.fix {
 		aud.Fix(ctx, rep)
+		// Report the state after the fix: the patches may have moved owner references, and
+		// the repair commands address them by index.
+		after, err := aud.Audit(ctx, o.namespace, o.rollout)
+		if err != nil {
+			log.WithError(err).Warn("could not re-read after -fix; the report shows the state before it")
+		} else {
+			after.Fix = rep.Fix
+			rep = after
+		}
 	}
 	if o.output == "json" {
 		if err := rep.WriteJSON(c.Stdout); err != nil {

@@ -1,0 +1,629 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const optIn = DefaultDiscoverLabel
+
+func rsRef(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller}
+}
+
+// auditRS is a ReplicaSet of the test Rollout with a revision annotation.
+func auditRS(hash string, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+	rs := testRS(hash, types.UID("uid-"+hash), rolloutUID, spec)
+	rs.Annotations = map[string]string{RevisionAnnotation: rev}
+	return rs
+}
+
+// cm is a ConfigMap with data; opted in when optedIn.
+func cm(name string, optedIn bool, owners ...metav1.OwnerReference) *corev1.ConfigMap {
+	c := testCM(name, owners...)
+	if optedIn {
+		c.Labels[optIn] = "true"
+	}
+	return c
+}
+
+func withSteps(ro *v1alpha1.Rollout, configs ...string) *v1alpha1.Rollout {
+	steps := []v1alpha1.CanaryStep{}
+	for _, c := range configs {
+		steps = append(steps, v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: "configmap-attacher/configmap-attacher", Config: json.RawMessage(c)}})
+	}
+	steps = append(steps, v1alpha1.CanaryStep{SetWeight: ptr(int32(20))},
+		// Another plugin's step naming an object is not ours.
+		v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: "acme/other", Config: json.RawMessage(`{"configMaps":["static"]}`)}})
+	ro.Spec.Strategy.Canary = &v1alpha1.CanaryStrategy{Steps: steps}
+	return ro
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// auditScenario has every finding:
+//   - web-rev3 (current): cfg-3 (opted in, unowned: missing owner, fixable), sec-3 (named in
+//     the step, owned), static (not opted in, no owner), cfg-legacy-ok (controller: true on
+//     web-rev3 itself: legacy)
+//   - web-rev2: cfg-2 (opted in, controller: true on web-rev1, the wrong one: legacy, and
+//     missing owner web-rev2, fixable), static, cfg-opt (optional, absent)
+//   - web-rev1: cfg-1 (does not exist: lost), shared (not opted in, owned by web-rev2 which
+//     does not use it: stray; missing owner web-rev1, not fixable)
+//   - cfg-stray: opted in, owned by web-rev3 and web-rev2, used by neither: two strays
+//   - cfg-named: named in the step, not used, no owner: unowned
+//   - orphan: opted in, used and owned by nothing: unowned (unattributed)
+//   - an impostor ReplicaSet with the Rollout's labels but another controller, using cfg-x
+func auditScenario() (*fake.Clientset, *rolloutsfake.Clientset) {
+	rev3 := auditRS("rev3", "3", podSpec([]string{"cfg-3", "static", "cfg-legacy-ok"}, []string{"sec-3"}))
+	rev2 := auditRS("rev2", "2", podSpec([]string{"cfg-2", "static"}, nil))
+	rev2.Spec.Template.Spec.Volumes = append(rev2.Spec.Template.Spec.Volumes, corev1.Volume{Name: "opt", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg-opt"}, Optional: ptr(true)}}})
+	rev1 := auditRS("rev1", "1", podSpec([]string{"cfg-1", "shared"}, nil))
+	impostor := testRS("imp", "uid-imp", "someone-else", podSpec([]string{"cfg-x"}, nil))
+	sec3 := testSecret("sec-3")
+	sec3.OwnerReferences = []metav1.OwnerReference{rsRef(rev3, false)}
+	kube := fake.NewClientset(rev3, rev2, rev1, impostor,
+		cm("cfg-3", true), sec3, cm("static", false), cm("cfg-legacy-ok", true, rsRef(rev3, true)),
+		cm("cfg-2", true, rsRef(rev1, true)),
+		cm("shared", false, rsRef(rev2, false)),
+		cm("cfg-stray", true, rsRef(rev3, false), rsRef(rev2, false)),
+		cm("cfg-named", false), cm("orphan", true), cm("cfg-x", false))
+	ro := withSteps(testRollout("rev3"), `{"configMaps":["cfg-named"],"secrets":["sec-3"]}`, `{"configmaps":["ignored-bad-config"]}`)
+	return kube, rolloutsfake.NewSimpleClientset(ro)
+}
+
+func runAudit(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &AuditCLI{Stdout: &out, Stderr: &errb,
+		NewClients: func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) { return kube, ro, nil }}
+	code := c.Main(args)
+	return code, out.String(), errb.String()
+}
+
+const wantAuditText = `Rollout shop/web
+├─ ReplicaSet web-rev3 (current, revision 3)
+│  ├─ ConfigMap cfg-3          MISSING OWNER
+│  ├─ ConfigMap cfg-legacy-ok  owned
+│  ├─ ConfigMap static         not opted in
+│  └─ Secret sec-3             owned
+├─ ReplicaSet web-rev2 (revision 2)
+│  ├─ ConfigMap cfg-2          MISSING OWNER
+│  ├─ ConfigMap cfg-opt        absent (optional reference)
+│  └─ ConfigMap static         not opted in
+├─ ReplicaSet web-rev1 (revision 1)
+│  ├─ ConfigMap cfg-1          LOST (does not exist)
+│  └─ ConfigMap shared         MISSING OWNER (not opted in: -fix leaves it alone)
+└─ not used by any ReplicaSet
+   ├─ ConfigMap cfg-named      UNOWNED
+   └─ ConfigMap cfg-stray      STRAY OWNER
+  LOST     ConfigMap cfg-1: ReplicaSet web-rev1 (revision 1) references it, but it does not exist: a rollback to that ReplicaSet, or a restart of its pods, would fail with CreateContainerConfigError. Recreate it from that revision's manifests
+  LEGACY   ConfigMap cfg-2: owner reference 0 is the original tool's controller reference to ReplicaSet web-rev1, which does not use it (the wrong ReplicaSet). ReplicaSet web-rev2 uses it without owning it: run audit -fix first (it adds them), then remove the reference by hand
+           $ kubectl patch configmap cfg-2 -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev1"},{"op":"remove","path":"/metadata/ownerReferences/0"}]'
+  UNOWNED  ConfigMap cfg-3: opted in (configmap-attacher/revisioned=true), but no ReplicaSet owns it: it will never be garbage-collected; -fix adds ReplicaSet web-rev3, which uses it
+  LEGACY   ConfigMap cfg-legacy-ok: owner reference 0 is the original tool's controller reference to ReplicaSet web-rev3 (which uses it): configmap-attacher writes controller: false, so that several ReplicaSets can own an object. Turn it into a plain owner reference by hand
+           $ kubectl patch configmap cfg-legacy-ok -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev3"},{"op":"replace","path":"/metadata/ownerReferences/0/controller","value":false}]'
+  UNOWNED  ConfigMap cfg-named: named in a configmap-attacher step, but no ReplicaSet owns it: it will never be garbage-collected; no ReplicaSet of Rollout shop/web uses it: if nothing else does, delete it by hand
+  STRAY    ConfigMap cfg-stray: owner reference 1 is ReplicaSet web-rev2, which does not use it: it keeps the object until that ReplicaSet is deleted. No ReplicaSet of the Rollout uses it: remove the reference by hand only if the object is to be kept (without it, nothing collects the object)
+           $ kubectl patch configmap cfg-stray -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/1/uid","value":"uid-rev2"},{"op":"remove","path":"/metadata/ownerReferences/1"}]'
+  STRAY    ConfigMap cfg-stray: owner reference 0 is ReplicaSet web-rev3, which does not use it: it keeps the object until that ReplicaSet is deleted. No ReplicaSet of the Rollout uses it: remove the reference by hand only if the object is to be kept (without it, nothing collects the object)
+           $ kubectl patch configmap cfg-stray -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev3"},{"op":"remove","path":"/metadata/ownerReferences/0"}]'
+  STRAY    ConfigMap shared: owner reference 0 is ReplicaSet web-rev2, which does not use it: it keeps the object until that ReplicaSet is deleted. ReplicaSet web-rev1 uses it without owning it, and it is not opted in: the object is deleted with its other owners. Label it configmap-attacher/revisioned=true and run audit -fix first, then remove the reference by hand
+           $ kubectl patch configmap shared -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev2"},{"op":"remove","path":"/metadata/ownerReferences/0"}]'
+
+Opted-in objects (configmap-attacher/revisioned=true) that no audited Rollout uses or owns
+  UNOWNED  ConfigMap orphan: opted in (configmap-attacher/revisioned=true), but no ReplicaSet owns it and no ReplicaSet of a Rollout in shop uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand
+
+missing owners: 2 owner reference(s) can be added: run again with -fix
+not opted in: 1 ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them configmap-attacher/revisioned=true to let it add owners)
+findings: 1 lost, 3 unowned, 3 stray, 2 legacy
+`
+
+func TestAuditText(t *testing.T) {
+	kube, ro := auditScenario()
+	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1 (an object is lost): %s", code, stderr)
+	}
+	if out != wantAuditText {
+		t.Errorf("text output:\n%s\nwant:\n%s", out, wantAuditText)
+	}
+	if strings.Contains(out+stderr, "s3cr3t") || strings.Contains(out+stderr, "color: blue") {
+		t.Error("object data in the output")
+	}
+	// Reads only: one list of each kind in the namespace, nothing else.
+	var got []string
+	for _, a := range kube.Actions() {
+		got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	if want := "list replicasets,list configmaps,list secrets"; strings.Join(got, ",") != want {
+		t.Errorf("kube requests %v, want %s", got, want)
+	}
+	var rgot []string
+	for _, a := range ro.Actions() {
+		rgot = append(rgot, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	if strings.Join(rgot, ",") != "list rollouts" {
+		t.Errorf("rollouts requests %v, want one list", rgot)
+	}
+}
+
+func TestAuditJSON(t *testing.T) {
+	kube, ro := auditScenario()
+	code, out, _ := runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "web", "-o", "json")
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1", code)
+	}
+	_, again, _ := runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "web", "-o", "json")
+	if out != again {
+		t.Error("two runs on the same state gave different JSON")
+	}
+	var doc struct {
+		Selector string `json:"selector"`
+		Rollouts []struct {
+			Namespace, Name string
+			ReplicaSets     []struct {
+				Name, Revision string
+				Current        bool
+				Objects        []struct{ Kind, Name, Status string }
+			}
+			Objects []struct {
+				Kind, Name    string
+				MissingOwners []string
+				Fixable       bool
+				Owners        []struct {
+					Index      int
+					Controller bool
+				}
+			}
+			Findings []struct{ Type, Kind, Name, Message, Command, ReplicaSet string }
+		}
+		Unattributed []json.RawMessage
+		Summary      map[string]int
+		Fix          *json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(doc.Rollouts) != 1 || doc.Rollouts[0].Name != "web" || doc.Selector != "configmap-attacher/revisioned=true" || doc.Fix != nil {
+		t.Fatalf("rollouts %+v", doc.Rollouts)
+	}
+	r := doc.Rollouts[0]
+	if len(r.ReplicaSets) != 3 || !r.ReplicaSets[0].Current || r.ReplicaSets[0].Name != "web-rev3" || r.ReplicaSets[2].Revision != "1" {
+		t.Errorf("replicaSets %+v", r.ReplicaSets)
+	}
+	if e := r.ReplicaSets[2].Objects[0]; e.Name != "cfg-1" || e.Status != EdgeLost {
+		t.Errorf("rev1's first object %+v", e)
+	}
+	var types []string
+	for _, f := range r.Findings {
+		types = append(types, f.Type+":"+f.Name+":"+f.ReplicaSet)
+		if f.Message == "" || f.Kind != "ConfigMap" {
+			t.Errorf("finding without message or kind: %+v", f)
+		}
+	}
+	want := "lost:cfg-1: legacy:cfg-2:web-rev1 unowned:cfg-3: legacy:cfg-legacy-ok:web-rev3 unowned:cfg-named: stray:cfg-stray:web-rev2 stray:cfg-stray:web-rev3 stray:shared:web-rev2"
+	if strings.Join(types, " ") != want {
+		t.Errorf("findings\n%s\nwant\n%s", strings.Join(types, " "), want)
+	}
+	// -rollout audits that Rollout only: no namespace-wide orphans.
+	if len(doc.Unattributed) != 0 {
+		t.Errorf("unattributed with -rollout: %d", len(doc.Unattributed))
+	}
+	wantSummary := map[string]int{"lost": 1, "unowned": 2, "stray": 3, "legacy": 2, "missingOwners": 3, "fixable": 2, "errors": 0}
+	for k, v := range wantSummary {
+		if doc.Summary[k] != v {
+			t.Errorf("summary %s = %d, want %d (%v)", k, doc.Summary[k], v, doc.Summary)
+		}
+	}
+	for _, o := range r.Objects {
+		switch o.Name {
+		case "cfg-2":
+			if !o.Fixable || strings.Join(o.MissingOwners, ",") != "web-rev2" || len(o.Owners) != 1 || !o.Owners[0].Controller {
+				t.Errorf("cfg-2 %+v", o)
+			}
+		case "shared":
+			if o.Fixable || strings.Join(o.MissingOwners, ",") != "web-rev1" {
+				t.Errorf("shared %+v", o)
+			}
+		case "cfg-x":
+			t.Error("the impostor ReplicaSet's object is reported")
+		}
+	}
+	if strings.Contains(out, "s3cr3t") || strings.Contains(out, "color: blue") {
+		t.Error("object data in the JSON")
+	}
+	// With -rollout the Rollout is read with one get.
+	if a := ro.Actions(); a[0].GetVerb() != "get" {
+		t.Errorf("first rollouts request %s, want get", a[0].GetVerb())
+	}
+}
+
+// ownerSet returns "name:controller" of each owner reference, sorted.
+func ownerSet(refs []metav1.OwnerReference) string {
+	var s []string
+	for _, r := range refs {
+		c := "false"
+		if r.Controller != nil && *r.Controller {
+			c = "true"
+		}
+		s = append(s, r.Name+":"+c)
+	}
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+func TestAuditFix(t *testing.T) {
+	kube, ro := auditScenario()
+	before := map[string]*corev1.ConfigMap{}
+	cms, _ := kube.CoreV1().ConfigMaps(testNS).List(t.Context(), metav1.ListOptions{})
+	for i := range cms.Items {
+		before[cms.Items[i].Name] = &cms.Items[i]
+	}
+	kube.ClearActions()
+	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-fix")
+	if code != ExitFail { // cfg-1 is still lost: -fix cannot create it
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	// The report shows the state read again after the fix, and what the fix added.
+	for _, want := range []string{
+		"│  ├─ ConfigMap cfg-3          owned\n",
+		"│  ├─ ConfigMap cfg-2          owned\n",
+		"│  └─ ConfigMap shared         MISSING OWNER (not opted in: -fix leaves it alone)\n",
+		"fixed: added 2 owner reference(s) to 2 object(s): shop/ConfigMap cfg-2 ← web-rev2; shop/ConfigMap cfg-3 ← web-rev3\n",
+		"findings: 1 lost, 2 unowned, 3 stray, 2 legacy\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "run again with -fix") {
+		t.Errorf("output after -fix still offers -fix:\n%s", out)
+	}
+	var patched []string
+	for _, a := range kube.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			patched = append(patched, p.GetName())
+			if p.GetPatchType() != types.StrategicMergePatchType {
+				t.Errorf("patch type %s", p.GetPatchType())
+			}
+			var body map[string]map[string][]map[string]any
+			if err := json.Unmarshal(p.GetPatch(), &body); err != nil || len(body) != 1 || len(body["metadata"]) != 1 {
+				t.Errorf("patch body %s: only metadata.ownerReferences may be sent", p.GetPatch())
+			}
+		} else if a.GetVerb() != "list" { // the audit, before and after
+			t.Errorf("unexpected request %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	sort.Strings(patched) // patches run concurrently
+	if strings.Join(patched, ",") != "cfg-2,cfg-3" {
+		t.Errorf("patched %v, want exactly cfg-2 and cfg-3", patched)
+	}
+	wantOwners := map[string]string{
+		"cfg-2":         "web-rev1:true,web-rev2:false", // the legacy reference stays as it was
+		"cfg-3":         "web-rev3:false",
+		"cfg-legacy-ok": "web-rev3:true",
+		"shared":        "web-rev2:false", // not opted in: web-rev1 is not added
+		"static":        "",               // not opted in
+		"cfg-stray":     "web-rev2:false,web-rev3:false",
+		"cfg-named":     "", // no ReplicaSet uses it
+		"orphan":        "",
+	}
+	for name, want := range wantOwners {
+		c, err := kube.CoreV1().ConfigMaps(testNS).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ownerSet(c.OwnerReferences); got != want {
+			t.Errorf("%s owners %q, want %q", name, got, want)
+		}
+		b := before[name]
+		if c.Data["app.yaml"] != b.Data["app.yaml"] || c.Labels["team"] != "shop" || c.Annotations["note"] != "keep" {
+			t.Errorf("%s: data, labels or annotations changed", name)
+		}
+	}
+	// A second audit: nothing left to add, nothing removed.
+	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-o", "json")
+	var rep AuditReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 1 || s.Stray != 3 || s.Legacy != 2 || s.Lost != 1 || s.Unowned != 2 || code != ExitFail {
+		t.Errorf("after -fix: %+v exit %d", s, code)
+	}
+	// -fix with nothing to add writes nothing.
+	kube.ClearActions()
+	_, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix")
+	if !strings.Contains(out, "fixed: nothing to add\n") {
+		t.Errorf("output %s", out)
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "list" {
+			t.Errorf("a repeated -fix sent %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
+
+// A clean Rollout exits 0; a patch the apiserver refuses makes -fix exit 1 with the reason.
+func TestAuditExitCodes(t *testing.T) {
+	rs := auditRS("rev1", "1", podSpec([]string{"cfg"}, []string{"sec"}))
+	sec := testSecret("sec")
+	sec.OwnerReferences = []metav1.OwnerReference{rsRef(rs, false)}
+	kube := fake.NewClientset(rs, cm("cfg", true, rsRef(rs, false)), sec, cm("static", false))
+	ro := rolloutsfake.NewSimpleClientset(testRollout("rev1"))
+	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
+	if code != ExitOK || !strings.HasSuffix(out, "findings: 0 lost, 0 unowned, 0 stray, 0 legacy\n") || strings.Contains(out, "-fix") {
+		t.Errorf("clean: exit %d\n%s%s", code, out, stderr)
+	}
+	// Unowned, stray and legacy do not fail the run; lost does.
+	kube = fake.NewClientset(rs, cm("cfg", true), testSecret("sec"))
+	if code, out, _ := runAudit(t, kube, ro, "-namespace", testNS); code != ExitOK || !strings.Contains(out, "1 unowned") {
+		t.Errorf("unowned only: exit %d\n%s", code, out)
+	}
+	kube.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg", errors.New("no"))
+	})
+	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix")
+	if code != ExitFail || !strings.Contains(out, "fix failed: namespace shop: forbidden to patch ConfigMap cfg") {
+		t.Errorf("forbidden fix: exit %d\n%s", code, out)
+	}
+	// A missing Rollout, or reads that are forbidden, exit 1 with the reason on stderr.
+	code, _, stderr = runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "nope")
+	if code != ExitFail || !strings.Contains(stderr, "Rollout shop/nope not found") {
+		t.Errorf("missing rollout: exit %d %s", code, stderr)
+	}
+	denied := rolloutsfake.NewSimpleClientset()
+	denied.PrependReactor("list", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "", errors.New("no"))
+	})
+	code, _, stderr = runAudit(t, kube, denied, "-A")
+	if code != ExitFail || !strings.Contains(stderr, "forbidden to read rollouts.argoproj.io in any namespace") || !strings.Contains(stderr, "list on rollouts.argoproj.io, replicasets.apps, configmaps and secrets") {
+		t.Errorf("forbidden: exit %d %s", code, stderr)
+	}
+	// A namespace whose Secrets cannot be listed is reported per Rollout, and exits 1.
+	kube = fake.NewClientset(rs)
+	kube.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("no"))
+	})
+	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS)
+	if code != ExitFail || !strings.Contains(out, "└─ ERROR forbidden to read secrets in namespace shop") || !strings.Contains(out, "errors: 1 Rollout(s) could not be audited") {
+		t.Errorf("per-namespace error: exit %d\n%s", code, out)
+	}
+}
+
+func TestAuditUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing", nil, "-namespace is required (or -A for every namespace)"},
+		{"rollout without namespace", []string{"-rollout", "web"}, "-namespace is required"},
+		{"-A and -namespace", []string{"-A", "-namespace", "shop"}, "do not combine it with -namespace or -rollout"},
+		{"-A and -rollout", []string{"-A", "-rollout", "web"}, "do not combine it"},
+		{"bad output", []string{"-namespace", "shop", "-o", "yaml"}, `-o "yaml": use text or json`},
+		{"bad selector", []string{"-namespace", "shop", "-selector", "a in (b"}, `-selector "a in (b"`},
+		{"empty selector", []string{"-namespace", "shop", "-selector", " "}, "selects everything"},
+		{"stray argument", []string{"-namespace", "shop", "web"}, `unexpected argument "web"`},
+		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
+		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset()
+			ro := rolloutsfake.NewSimpleClientset()
+			code, out, stderr := runAudit(t, kube, ro, tc.args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d", code, ExitUsage)
+			}
+			if !strings.Contains(stderr, tc.want) || out != "" {
+				t.Errorf("stderr %q lacks %q (stdout %q)", stderr, tc.want, out)
+			}
+			if len(kube.Actions())+len(ro.Actions()) != 0 {
+				t.Error("bad usage made API calls")
+			}
+		})
+	}
+	if code, _, stderr := runAudit(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher audit") {
+		t.Errorf("-help: %d %s", code, stderr)
+	}
+}
+
+// -A: one list of Rollouts, then one list of each kind per namespace that has Rollouts.
+func TestAuditAllNamespaces(t *testing.T) {
+	a := testRollout("h1")
+	b := testRollout("h1")
+	b.Namespace, b.UID = "other", "uid-rollout-b"
+	rsA := auditRS("h1", "1", podSpec([]string{"cfg"}, nil))
+	rsB := auditRS("h1", "1", podSpec([]string{"cfg"}, nil))
+	rsB.Namespace, rsB.UID = "other", "uid-b"
+	rsB.OwnerReferences[0].UID = b.UID
+	cmB := cm("cfg", true)
+	cmB.Namespace = "other"
+	kube := fake.NewClientset(rsA, rsB, cm("cfg", true, rsRef(rsA, false)), cmB)
+	ro := rolloutsfake.NewSimpleClientset(a, b)
+	code, out, stderr := runAudit(t, kube, ro, "-A", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep AuditReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rollouts) != 2 || rep.Rollouts[0].Namespace != "other" || rep.Rollouts[1].Namespace != "shop" {
+		t.Fatalf("rollouts %+v", rep.Rollouts)
+	}
+	if rep.Summary.Fixable != 1 || rep.Summary.Unowned != 1 || rep.Rollouts[0].Findings[0].Namespace != "other" {
+		t.Errorf("summary %+v findings %+v", rep.Summary, rep.Rollouts[0].Findings)
+	}
+	counts := map[string]int{}
+	for _, act := range kube.Actions() {
+		counts[act.GetVerb()+" "+act.GetResource().Resource+" "+act.GetNamespace()]++
+	}
+	for _, ns := range []string{"shop", "other"} {
+		for _, r := range []string{"replicasets", "configmaps", "secrets"} {
+			if counts["list "+r+" "+ns] != 1 {
+				t.Errorf("list %s in %s: %d (%v)", r, ns, counts["list "+r+" "+ns], counts)
+			}
+		}
+	}
+	if len(kube.Actions()) != 6 {
+		t.Errorf("%d requests, want 6: %v", len(kube.Actions()), counts)
+	}
+	if ra := ro.Actions(); len(ra) != 1 || ra[0].GetVerb() != "list" || ra[0].GetNamespace() != "" {
+		t.Errorf("rollouts requests %v", ra)
+	}
+	// -fix in both namespaces: one patch, in "other".
+	kube.ClearActions()
+	if code, out, _ := runAudit(t, kube, ro, "-A", "-fix"); code != ExitOK || !strings.Contains(out, "fixed: added 1 owner reference(s) to 1 object(s): other/ConfigMap cfg ← web-h1") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	c, _ := kube.CoreV1().ConfigMaps("other").Get(t.Context(), "cfg", metav1.GetOptions{})
+	if ownerSet(c.OwnerReferences) != "web-h1:false" || c.OwnerReferences[0].UID != "uid-b" {
+		t.Errorf("other/cfg owners %+v", c.OwnerReferences)
+	}
+}
+
+// -selector and a step's discover selector opt objects in; the default label then does not.
+func TestAuditSelectors(t *testing.T) {
+	rs := auditRS("h1", "1", podSpec([]string{"by-team", "by-step-selector", "default-label"}, nil))
+	teamCM := cm("by-team", false)
+	teamCM.Labels["team"] = "shop"
+	stepCM := cm("by-step-selector", false)
+	stepCM.Labels = map[string]string{"rev": "yes"}
+	defCM := cm("default-label", true)
+	defCM.Labels = map[string]string{optIn: "true"}
+	kube := fake.NewClientset(rs, teamCM, stepCM, defCM)
+	ro := rolloutsfake.NewSimpleClientset(withSteps(testRollout("h1"), `{"discover":{"selector":{"matchLabels":{"rev":"yes"}}}}`))
+	_, out, _ := runAudit(t, kube, ro, "-namespace", testNS, "-selector", "team=shop")
+	for _, want := range []string{"opted in (rev=yes, a step's discover selector)", "opted in (team=shop)", "ConfigMap default-label     not opted in", "findings: 0 lost, 2 unowned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+	_, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-selector", "team=shop", "-fix")
+	if !strings.Contains(out, "fixed: added 2 owner reference(s) to 2 object(s): shop/ConfigMap by-step-selector ← web-h1; shop/ConfigMap by-team ← web-h1\n") ||
+		!strings.Contains(out, "ConfigMap default-label     not opted in") {
+		t.Errorf("output\n%s", out)
+	}
+	if c, _ := kube.CoreV1().ConfigMaps(testNS).Get(t.Context(), "default-label", metav1.GetOptions{}); len(c.OwnerReferences) != 0 {
+		t.Error("-selector replaces the default label, yet default-label got an owner")
+	}
+}
+
+// A workloadRef Rollout without a selector takes the Deployment's.
+func TestAuditWorkloadRef(t *testing.T) {
+	ro := testRollout("h1")
+	ro.Spec.Selector = nil
+	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	kube := fake.NewClientset(d, auditRS("h1", "1", podSpec([]string{"gone"}, nil)))
+	code, out, _ := runAudit(t, kube, rolloutsfake.NewSimpleClientset(ro), "-namespace", testNS)
+	if code != ExitFail || !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") || !strings.Contains(out, "pods of the current ReplicaSet cannot start (CreateContainerConfigError)") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	// Without the Deployment the Rollout cannot be audited: an error, exit 1.
+	kube = fake.NewClientset(auditRS("h1", "1", podSpec(nil, nil)))
+	code, out, _ = runAudit(t, kube, rolloutsfake.NewSimpleClientset(ro), "-namespace", testNS)
+	if code != ExitFail || !strings.Contains(out, "ERROR Deployment shop/web named by spec.workloadRef of Rollout web does not exist") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}
+
+// With a metadata client (the default outside tests) ConfigMaps and Secrets are listed as
+// metadata only, and the result is the same.
+func TestAuditMetadataClient(t *testing.T) {
+	kube, ro := auditScenario()
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var objs []runtime.Object
+	cms, _ := kube.CoreV1().ConfigMaps(testNS).List(t.Context(), metav1.ListOptions{})
+	for _, c := range cms.Items {
+		objs = append(objs, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: c.ObjectMeta})
+	}
+	secs, _ := kube.CoreV1().Secrets(testNS).List(t.Context(), metav1.ListOptions{})
+	for _, s := range secs.Items {
+		objs = append(objs, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: s.ObjectMeta})
+	}
+	md := metadatafake.NewSimpleMetadataClient(scheme, objs...)
+	kube.ClearActions()
+	var out, errb bytes.Buffer
+	c := &AuditCLI{Stdout: &out, Stderr: &errb,
+		NewClients:  func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) { return kube, ro, nil },
+		NewMetadata: func(ClientOptions) (metadata.Interface, error) { return md, nil }}
+	if code := c.Main([]string{"-namespace", testNS}); code != ExitFail || out.String() != wantAuditText {
+		t.Errorf("exit %d, output\n%s%s", code, out.String(), errb.String())
+	}
+	for _, a := range kube.Actions() {
+		if a.GetResource().Resource != "replicasets" {
+			t.Errorf("typed client used for %s", a.GetResource().Resource)
+		}
+	}
+	if n := len(md.Actions()); n != 2 {
+		t.Errorf("metadata requests %d, want 2", n)
+	}
+}
+
+func TestRequiredReferences(t *testing.T) {
+	spec := podSpec([]string{"vol-required"}, []string{"env-required"})
+	c := &spec.Containers[0]
+	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "envfrom-optional"}, Optional: ptr(true)}})
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "A", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key-optional"}, Key: "k", Optional: ptr(true)}}},
+		// Optional here, required in the init container below: required.
+		corev1.EnvVar{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k", Optional: ptr(true)}}})
+	spec.InitContainers = []corev1.Container{{Name: "init", Env: []corev1.EnvVar{{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k"}}}}}}
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	spec.Volumes = append(spec.Volumes,
+		corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-optional"}, Optional: ptr(true)}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-required"}}}}}}},
+		corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "secvol-optional", Optional: ptr(true)}}},
+		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-required"}}}})
+	req := requiredReferences(&spec)
+	all := TemplateReferences(&spec)
+	for _, tc := range []struct {
+		o    Object
+		want bool
+	}{
+		{Object{KindConfigMap, "vol-required"}, true},
+		{Object{KindSecret, "env-required"}, true},
+		{Object{KindConfigMap, "envfrom-optional"}, false},
+		{Object{KindSecret, "key-optional"}, false},
+		{Object{KindConfigMap, "mixed"}, true},
+		{Object{KindSecret, "pull"}, false},
+		{Object{KindSecret, "proj-optional"}, false},
+		{Object{KindConfigMap, "proj-required"}, true},
+		{Object{KindSecret, "secvol-optional"}, false},
+		{Object{KindSecret, "csi-required"}, true},
+	} {
+		if !all.Has(tc.o) {
+			t.Errorf("%s not referenced at all", tc.o)
+		}
+		if req.Has(tc.o) != tc.want {
+			t.Errorf("%s required = %v, want %v", tc.o, req.Has(tc.o), tc.want)
+		}
+	}
+}

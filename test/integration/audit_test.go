@@ -1,0 +1,331 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+func runAudit(t *testing.T, cli *plugin.AuditCLI, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb strings.Builder
+	cli.Stdout, cli.Stderr = &out, &errb
+	code := cli.Main(args)
+	return code, out.String(), errb.String()
+}
+
+// countedAudit is the audit command on clients whose requests the counter sees; ConfigMaps
+// and Secrets are listed through the metadata client, as the default clients do.
+func countedAudit(cfg *rest.Config, counter *cluster.Counter) *plugin.AuditCLI {
+	cfg = counter.Wrap(cfg)
+	return &plugin.AuditCLI{
+		NewClients: func(plugin.ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) {
+			k, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			r, err := rolloutsclient.NewForConfig(cfg)
+			return k, r, err
+		},
+		NewMetadata: func(plugin.ClientOptions) (metadata.Interface, error) { return metadata.NewForConfig(cfg) },
+	}
+}
+
+func auditJSON(t *testing.T, out string) plugin.AuditReport {
+	t.Helper()
+	var rep plugin.AuditReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("audit -o json: %v\n%s", err, out)
+	}
+	return rep
+}
+
+// objectState is what must not change except the owner references -fix adds.
+type objectState struct {
+	rv     string
+	data   string
+	labels map[string]string
+	owners map[types.UID]bool // owner UID → controller
+}
+
+func (e *env) state(kind, name string) objectState {
+	e.t.Helper()
+	var meta metav1.ObjectMeta
+	var data any
+	if kind == "secret" {
+		s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx(e.t), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		meta, data = s.ObjectMeta, s.Data
+	} else {
+		c, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(e.t), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		meta, data = c.ObjectMeta, c.Data
+	}
+	b, _ := json.Marshal(data)
+	st := objectState{rv: meta.ResourceVersion, data: string(b), labels: meta.Labels, owners: map[types.UID]bool{}}
+	for _, r := range meta.OwnerReferences {
+		st.owners[r.UID] = r.Controller != nil && *r.Controller
+	}
+	return st
+}
+
+// revisioned creates a ReplicaSet of the Rollout with the revision annotation the controller sets.
+func (e *env) revisioned(ro *v1alpha1.Rollout, hash, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+	e.t.Helper()
+	rs := e.replicaSet(ro, hash, spec)
+	// A patch: the ReplicaSet controller updates the status meanwhile.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, plugin.RevisionAnnotation, rev)
+	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Patch(ctx(e.t), rs.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rs
+}
+
+func rsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller}
+}
+
+// The audit against a real apiserver, garbage collector running: a Rollout with three
+// ReplicaSets, the original tool's controller references (one on the wrong ReplicaSet), a
+// lost ConfigMap, unowned opted-in and step-named objects, a stray reference, and static
+// config that must never get an owner. audit finds them with one list of each kind; -fix adds
+// exactly the missing references (one patch per object) and removes nothing; a second audit
+// finds nothing missing; the printed kubectl commands then repair stray and legacy references
+// and refuse to run twice.
+func TestAudit(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
+		Spec: v1alpha1.RolloutSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}},
+			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: []v1alpha1.CanaryStep{
+				{Plugin: &v1alpha1.PluginStep{Name: "configmap-attacher/configmap-attacher", Config: json.RawMessage(`{"secrets":["sec-named"]}`)}},
+				{Pause: &v1alpha1.RolloutPause{}},
+			}}},
+		},
+	}
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Create(ctx(t), ro, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Status.CurrentPodHash = "rev3"
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rev1 := e.revisioned(ro, "rev1", "1", podSpec([]string{"cfg-1", "cfg-shared"}, nil))
+	rev2 := e.revisioned(ro, "rev2", "2", podSpec([]string{"cfg-2", "cfg-shared"}, nil))
+	rev3 := e.revisioned(ro, "rev3", "3", podSpec([]string{"cfg-3", "static"}, []string{"sec-named", "sec-static"}))
+	// cfg-1 is lost: never created.
+	e.configMap("cfg-shared")                      // opted in, unowned: -fix adds rev1 and rev2
+	e.configMap("cfg-2", rsOwner(rev1, true))      // legacy, on the wrong ReplicaSet: -fix adds rev2
+	e.configMap("cfg-3", rsOwner(rev3, true))      // legacy, on the right ReplicaSet
+	e.configMap("cfg-stray", rsOwner(rev2, false)) // stray: rev2 does not use it
+	e.configMap("orphan")                          // opted in, nothing uses or owns it
+	if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"},
+		Data: map[string]string{"shared.yaml": "tier: static"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.secret("sec-named")  // not labelled, but named in the step: -fix adds rev3
+	e.secret("sec-static") // not labelled, not named: never touched
+
+	objects := map[string]string{"cfg-shared": "cm", "cfg-2": "cm", "cfg-3": "cm", "cfg-stray": "cm", "orphan": "cm", "static": "cm", "sec-named": "secret", "sec-static": "secret"}
+	before := map[string]objectState{}
+	for n, k := range objects {
+		before[n] = e.state(k, n)
+	}
+
+	// 1. The text report, with the clients built from -kubeconfig as in production.
+	code, out, stderr := runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath)
+	t.Logf("audit -namespace %s:\n%s", e.ns, out)
+	if code != plugin.ExitFail {
+		t.Errorf("exit %d, want 1 (cfg-1 is lost): %s", code, stderr)
+	}
+	for _, want := range []string{
+		"Rollout " + e.ns + "/web\n",
+		"├─ ReplicaSet web-rev3 (current, revision 3)\n",
+		"│  ├─ ConfigMap cfg-3       owned\n",
+		"│  ├─ ConfigMap static      not opted in\n",
+		"│  ├─ Secret sec-named      MISSING OWNER\n",
+		"│  └─ Secret sec-static     not opted in\n",
+		"│  ├─ ConfigMap cfg-1       LOST (does not exist)\n",
+		"└─ not used by any ReplicaSet\n   └─ ConfigMap cfg-stray   STRAY OWNER\n",
+		"  UNOWNED  ConfigMap orphan: opted in",
+		"missing owners: 4 owner reference(s) can be added: run again with -fix\n",
+		"findings: 1 lost, 3 unowned, 1 stray, 2 legacy\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+stderr, "s3cr3t") || strings.Contains(out+stderr, "color: ") || strings.Contains(out+stderr, "tier: static") {
+		t.Error("object data in the output")
+	}
+
+	// 2. JSON, counted: one list of Rollouts, ReplicaSets, ConfigMaps and Secrets.
+	counter := cluster.NewCounter()
+	code, out, _ = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-o", "json")
+	rep := auditJSON(t, out)
+	want := plugin.AuditCounts{Lost: 1, Unowned: 3, Stray: 1, Legacy: 2, MissingOwners: 4, Fixable: 4}
+	if rep.Summary != want || code != plugin.ExitFail {
+		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
+	}
+	for _, r := range []string{"rollouts", "replicasets", "configmaps", "secrets"} {
+		if n := counter.Count("list", r); n != 1 {
+			t.Errorf("list %s = %d, want 1 (%s)", r, n, counter)
+		}
+	}
+	if counter.Total() != 4 {
+		t.Errorf("%d requests, want 4 (%s)", counter.Total(), counter)
+	}
+	var got []string
+	for _, f := range rep.Rollouts[0].Findings {
+		got = append(got, f.Type+":"+f.Name+":"+f.ReplicaSet)
+	}
+	for _, f := range rep.Unattributed {
+		got = append(got, f.Type+":"+f.Name+":"+f.ReplicaSet)
+	}
+	if w := "lost:cfg-1: legacy:cfg-2:web-rev1 legacy:cfg-3:web-rev3 unowned:cfg-shared: stray:cfg-stray:web-rev2 unowned:sec-named: unowned:orphan:"; strings.Join(got, " ") != w {
+		t.Errorf("findings\n%s\nwant\n%s", strings.Join(got, " "), w)
+	}
+
+	// 3. -fix: one patch per object lacking owners, only opted-in or step-named ones.
+	counter = cluster.NewCounter()
+	code, out, stderr = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-fix", "-o", "json")
+	rep = auditJSON(t, out)
+	t.Logf("audit -fix -o json:\n%s", out)
+	if code != plugin.ExitFail || rep.Fix == nil || len(rep.Fix.Errors) != 0 {
+		t.Fatalf("exit %d fix %+v: %s", code, rep.Fix, stderr)
+	}
+	var added []string
+	for _, a := range rep.Fix.Added {
+		added = append(added, fmt.Sprintf("%s %s ← %s", a.Kind, a.Name, strings.Join(a.ReplicaSets, ",")))
+	}
+	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev2,web-rev1; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
+		t.Errorf("added %q, want %q", strings.Join(added, "; "), w)
+	}
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*4 {
+		t.Errorf("patches %d, want 3 and a list of each kind before and after (%s)", n, counter)
+	}
+	// The report is the state after the fix.
+	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 0 || s.Stray != 1 || s.Legacy != 2 || s.Unowned != 1 || s.Lost != 1 {
+		t.Errorf("summary after -fix %+v", s)
+	}
+
+	// Nothing removed, data untouched, only the missing owners added.
+	wantAdded := map[string][]*appsv1.ReplicaSet{"cfg-shared": {rev1, rev2}, "cfg-2": {rev2}, "sec-named": {rev3}}
+	for n, k := range objects {
+		b, a := before[n], e.state(k, n)
+		if a.data != b.data || !reflect.DeepEqual(a.labels, b.labels) {
+			t.Errorf("%s: data or labels changed", n)
+		}
+		for uid, ctrl := range b.owners {
+			if actrl, ok := a.owners[uid]; !ok || actrl != ctrl {
+				t.Errorf("%s: owner %s changed or removed", n, uid)
+			}
+		}
+		if len(wantAdded[n]) == 0 && a.rv != b.rv {
+			t.Errorf("%s was written (resourceVersion %s → %s)", n, b.rv, a.rv)
+		}
+		if len(a.owners) != len(b.owners)+len(wantAdded[n]) {
+			t.Errorf("%s owners %v, before %v", n, a.owners, b.owners)
+		}
+		for _, rs := range wantAdded[n] {
+			if ctrl, ok := a.owners[rs.UID]; !ok || ctrl {
+				t.Errorf("%s lacks owner %s (controller: false)", n, rs.Name)
+			}
+		}
+	}
+
+	// 4. A second audit: nothing missing; stray and legacy references are still there.
+	code, out, _ = runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = auditJSON(t, out)
+	want = plugin.AuditCounts{Lost: 1, Unowned: 1, Stray: 1, Legacy: 2}
+	if rep.Summary != want || code != plugin.ExitFail {
+		t.Errorf("second audit %+v (exit %d), want %+v", rep.Summary, code, want)
+	}
+
+	// 5. The repair commands, run as printed and in the order shown, with the cluster's kubectl.
+	var cmds []string
+	for _, f := range rep.Rollouts[0].Findings {
+		if f.Command != "" {
+			cmds = append(cmds, f.Command)
+		}
+	}
+	if len(cmds) != 3 {
+		t.Fatalf("commands %q, want one per stray and legacy reference", cmds)
+	}
+	sh := func(cmd string) ([]byte, error) {
+		x := exec.Command("sh", "-c", cmd)
+		x.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		return x.CombinedOutput()
+	}
+	for _, cmd := range cmds {
+		if out, err := sh(cmd); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, out)
+		}
+	}
+	// The test operation guards each command: run again, it changes nothing and fails.
+	rv := e.state("cm", "cfg-2").rv
+	if out, err := sh(cmds[0]); err == nil {
+		t.Errorf("a repeated command succeeded: %s\n%s", cmds[0], out)
+	}
+	if e.state("cm", "cfg-2").rv != rv {
+		t.Error("a repeated command changed cfg-2")
+	}
+	code, out, _ = runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = auditJSON(t, out)
+	// cfg-stray lost its only owner (no ReplicaSet uses it): it is now an unowned orphan.
+	want = plugin.AuditCounts{Lost: 1, Unowned: 2}
+	if rep.Summary != want || code != plugin.ExitFail {
+		t.Errorf("after the commands %+v (exit %d), want %+v", rep.Summary, code, want)
+	}
+	owners := func(name string) string {
+		var s []string
+		for uid, ctrl := range e.state("cm", name).owners {
+			s = append(s, fmt.Sprintf("%s:%v", uid, ctrl))
+		}
+		sort.Strings(s)
+		return strings.Join(s, ",")
+	}
+	if got, w := owners("cfg-2"), string(rev2.UID)+":false"; got != w {
+		t.Errorf("cfg-2 owners %s, want %s", got, w)
+	}
+	if got, w := owners("cfg-3"), string(rev3.UID)+":false"; got != w {
+		t.Errorf("cfg-3 owners %s, want %s", got, w)
+	}
+	if got := owners("cfg-stray"); got != "" {
+		t.Errorf("cfg-stray owners %s", got)
+	}
+	for n, k := range objects {
+		if a := e.state(k, n); a.data != before[n].data {
+			t.Errorf("%s: data changed", n)
+		}
+	}
+}
