@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1032,7 +1033,7 @@ func (r *AuditReport) WriteText(w io.Writer) {
 		findingTypes := map[Object][]string{}
 		for _, f := range ra.Findings {
 			o := Object{f.Kind, f.Name}
-			if !contains(findingTypes[o], f.Type) {
+			if !slices.Contains(findingTypes[o], f.Type) {
 				findingTypes[o] = append(findingTypes[o], f.Type)
 			}
 		}

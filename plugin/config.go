@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -124,7 +125,7 @@ func ParseConfig(raw []byte) (Config, error) {
 	}
 	var unknown []string
 	for k := range keys {
-		if !contains(knownKeys, k) {
+		if !slices.Contains(knownKeys, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -305,15 +306,6 @@ func jsonKind(v []byte) string {
 	default:
 		return "a number"
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func truncate(s string, n int) string {
