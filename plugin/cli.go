@@ -297,6 +297,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 		if disc, err = a.PlanDiscover(ctx, w.ns, rss, sel); err != nil {
 			return false, "", err
 		}
+		disc = disc.Without(rss.Current, plan.Attach)
 	}
 	if w.cfg.DryRun {
 		lacking, notFound, err := a.MissingOwner(ctx, rss.Current, plan.Attach)

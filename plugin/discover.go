@@ -126,6 +126,35 @@ func (a *Attacher) PlanDiscover(ctx context.Context, ns string, rss ReplicaSets,
 	return d, nil
 }
 
+// Without drops the additions of rs to objs (which the explicit list attaches in the same run),
+// so an object is patched once per run, and counted once.
+func (d Discovery) Without(rs *appsv1.ReplicaSet, objs []Object) Discovery {
+	skip := map[Object]bool{}
+	for _, o := range objs {
+		skip[o] = true
+	}
+	out := Discovery{Owned: d.Owned}
+	for _, add := range d.Additions {
+		if skip[add.Object] {
+			var keep Addition
+			keep.Object = add.Object
+			for i, r := range add.uids {
+				if r.UID != rs.UID {
+					keep.ReplicaSets = append(keep.ReplicaSets, add.ReplicaSets[i])
+					keep.uids = append(keep.uids, r)
+				}
+			}
+			if len(keep.uids) == 0 {
+				out.Owned++
+				continue
+			}
+			add = keep
+		}
+		out.Additions = append(out.Additions, add)
+	}
+	return out
+}
+
 // ApplyDiscover sends one patch per object, adding every owner it lacks at once.
 func (a *Attacher) ApplyDiscover(ctx context.Context, ns string, d Discovery) Outcome {
 	items := make([]patchItem, len(d.Additions))

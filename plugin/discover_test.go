@@ -121,7 +121,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if writes(c) != 0 {
 		t.Errorf("dry run wrote %d times", writes(c))
 	}
-	for _, w := range []string{"dry run, nothing written", "would add owner ReplicaSet web-" + curHash + " to ConfigMap cfg-3, Secret sec-3", "discover would add 6 owner reference(s)"} {
+	for _, w := range []string{"dry run, nothing written", "would add owner ReplicaSet web-" + curHash + " to ConfigMap cfg-3, Secret sec-3", "discover would add 4 owner reference(s)"} {
 		if !strings.Contains(res.Message, w) {
 			t.Errorf("message %q lacks %q", res.Message, w)
 		}
@@ -183,5 +183,26 @@ func TestWorkloadRefStep(t *testing.T) {
 	res, _ := newStep(c).Run(ro, stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-new"), "uid-cur") {
 		t.Errorf("%s %s", res.Phase, res.Message)
+	}
+}
+
+// TestDiscoverWithExplicitListPatchesOnce: an object both listed and discovered for the
+// current ReplicaSet gets one patch, and is counted once.
+func TestDiscoverWithExplicitListPatchesOnce(t *testing.T) {
+	c := historyWorld()
+	c.ClearActions()
+	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatal(res.Message)
+	}
+	patches := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	// cfg-3, sec-3 (explicit) + cfg-1, cfg-2, sec-1 (discovered) = 5 objects.
+	if patches != 5 || !strings.Contains(res.Message, "discover: added 4 owner reference(s)") {
+		t.Errorf("%d patches, message %q", patches, res.Message)
 	}
 }

@@ -147,6 +147,8 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 			return s.verdict(log, ro, err)
 		}
 	}
+	// The explicit list attaches its objects to the current ReplicaSet in this run.
+	disc = disc.Without(rss.Current, plan.Attach)
 	for _, add := range disc.Additions {
 		st.Discovered = append(st.Discovered, DiscoveredStatus{Kind: add.Object.Kind, Name: add.Object.Name, ReplicaSets: add.ReplicaSets})
 	}

@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// FakeKubelet stands in for the kubelets of a cluster without nodes: kube-controller-manager's
+// replicaset controller creates pods that nothing schedules or runs. For each pod it
+//
+//   - checks, as the kubelet does before starting containers, that every ConfigMap and Secret
+//     the pod uses (volumes, projected sources, env valueFrom, envFrom; optional references
+//     excepted) exists; if one is missing the pod gets phase Pending, Ready=False and
+//     containers waiting with reason CreateContainerConfigError, and is checked again every
+//     second;
+//   - otherwise patches the status subresource to phase Running with Ready, ContainersReady,
+//     Initialized and PodScheduled True, a pod IP and running containers;
+//   - force-deletes (grace period 0) a pod with a deletionTimestamp.
+//
+// No Node is needed: the replicaset controller and the Rollouts controller only read pod
+// status. The checks use its own small walker, not the plugin's.
+type FakeKubelet struct {
+	cs     kubernetes.Interface
+	cancel context.CancelFunc
+	done   chan struct{}
+	ip     atomic.Uint32
+	errors atomic.Int32
+
+	mu       sync.Mutex
+	pods     map[string]*corev1.Pod // ns/name -> latest seen
+	failures map[string]string      // ns/name -> last CreateContainerConfigError message
+}
+
+// StartFakeKubelet starts the loop; Stop ends it.
+func StartFakeKubelet(cs kubernetes.Interface) *FakeKubelet {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &FakeKubelet{cs: cs, cancel: cancel, done: make(chan struct{}), failures: map[string]string{}, pods: map[string]*corev1.Pod{}}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		k.watch(ctx, q)
+		q.ShutDown()
+	}()
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				key, quit := q.Get()
+				if quit {
+					return
+				}
+				requeue, err := k.sync(ctx, key)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					k.logError(key, err)
+					q.AddRateLimited(key)
+				case requeue > 0:
+					q.Forget(key)
+					q.AddAfter(key, requeue)
+				default:
+					q.Forget(key)
+				}
+				q.Done(key)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(k.done)
+	}()
+	return k
+}
+
+// watch keeps k.pods in step with the apiserver (list, then watch; list again when the watch
+// ends) and queues every pod it sees change. (client-go's informers would pull modules this
+// module does not require.)
+func (k *FakeKubelet) watch(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+	for ctx.Err() == nil {
+		list, err := k.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		k.mu.Lock()
+		k.pods = map[string]*corev1.Pod{}
+		for i := range list.Items {
+			p := &list.Items[i]
+			k.pods[p.Namespace+"/"+p.Name] = p
+			q.Add(p.Namespace + "/" + p.Name)
+		}
+		k.mu.Unlock()
+		w, err := k.cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				break // an error event: list again
+			}
+			key := p.Namespace + "/" + p.Name
+			k.mu.Lock()
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				k.pods[key] = p
+			case watch.Deleted:
+				delete(k.pods, key)
+			}
+			k.mu.Unlock()
+			if ev.Type != watch.Bookmark {
+				q.Add(key)
+			}
+		}
+		w.Stop()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (k *FakeKubelet) logError(key string, err error) {
+	if n := k.errors.Add(1); n <= 20 {
+		fmt.Fprintf(os.Stderr, "e2e: fake kubelet: pod %s: %v\n", key, err)
+	}
+}
+
+// Stop ends the loop and waits for it.
+func (k *FakeKubelet) Stop() {
+	k.cancel()
+	<-k.done
+}
+
+// ConfigError returns the CreateContainerConfigError message last given to pod ns/name ("" if none).
+func (k *FakeKubelet) ConfigError(ns, name string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.failures[ns+"/"+name]
+}
+
+func (k *FakeKubelet) sync(ctx context.Context, key string) (time.Duration, error) {
+	k.mu.Lock()
+	pod := k.pods[key]
+	k.mu.Unlock()
+	if pod == nil {
+		return 0, nil
+	}
+	ns, name := pod.Namespace, pod.Name
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if pod.DeletionTimestamp != nil {
+		zero := int64(0)
+		err := k.cs.CoreV1().Pods(ns).Delete(rctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+			Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	missing, err := k.missingConfig(rctx, pod)
+	if err != nil {
+		return 0, err
+	}
+	if missing != "" {
+		k.mu.Lock()
+		k.failures[key] = missing
+		k.mu.Unlock()
+		if !hasWaitingReason(pod, "CreateContainerConfigError") {
+			st := failedStatus(pod, missing)
+			if err := k.updateStatus(rctx, pod, st); err != nil {
+				return 0, err
+			}
+		}
+		return time.Second, nil // the kubelet retries; so do we
+	}
+	k.mu.Lock()
+	delete(k.failures, key)
+	k.mu.Unlock()
+	if podReady(pod) && pod.Status.Phase == corev1.PodRunning {
+		return 0, nil
+	}
+	return 0, k.updateStatus(rctx, pod, k.runningStatus(pod))
+}
+
+func (k *FakeKubelet) updateStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) error {
+	p := pod.DeepCopy()
+	p.Status = st
+	_, err := k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (k *FakeKubelet) runningStatus(pod *corev1.Pod) corev1.PodStatus {
+	now := metav1.Now()
+	ip := pod.Status.PodIP
+	if ip == "" {
+		n := k.ip.Add(1)
+		ip = fmt.Sprintf("10.%d.%d.%d", 100+(n>>16)&0x7f, (n>>8)&0xff, n&0xff)
+	}
+	st := corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
+		StartTime: &now, QOSClass: corev1.PodQOSBestEffort,
+	}
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	started := true
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: "fake://" + c.Image, ContainerID: "fake://" + string(pod.UID) + "/" + c.Name,
+			Ready: true, Started: &started, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	return st
+}
+
+func failedStatus(pod *corev1.Pod, msg string) corev1.PodStatus {
+	now := metav1.Now()
+	st := corev1.PodStatus{Phase: corev1.PodPending, HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}}, StartTime: &now, QOSClass: corev1.PodQOSBestEffort}
+	st.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
+	}
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}})
+	}
+	return st
+}
+
+func hasWaitingReason(pod *corev1.Pod, reason string) bool {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.State.Waiting != nil && s.State.Waiting.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// missingConfig returns a kubelet-like message for the first required ConfigMap or Secret
+// the pod uses that does not exist ("" when all exist).
+func (k *FakeKubelet) missingConfig(ctx context.Context, pod *corev1.Pod) (string, error) {
+	for _, r := range PodConfigRefs(&pod.Spec) {
+		var err error
+		if r.Kind == "Secret" {
+			_, err = k.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		} else {
+			_, err = k.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			if r.Kind == "Secret" {
+				return fmt.Sprintf("secret %q not found", r.Name), nil
+			}
+			return fmt.Sprintf("configmap %q not found", r.Name), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// ConfigRef is a ConfigMap or Secret a pod requires.
+type ConfigRef struct{ Kind, Name string }
+
+func (r ConfigRef) String() string { return r.Kind + "/" + r.Name }
+
+// PodConfigRefs lists the non-optional ConfigMaps and Secrets of a pod spec: volumes (also
+// projected), env valueFrom and envFrom of all containers. (Independent of the plugin's walker.)
+func PodConfigRefs(spec *corev1.PodSpec) []ConfigRef {
+	seen := map[ConfigRef]bool{}
+	var out []ConfigRef
+	add := func(kind, name string, optional *bool) {
+		r := ConfigRef{kind, name}
+		if name == "" || (optional != nil && *optional) || seen[r] {
+			return
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			add("ConfigMap", v.ConfigMap.Name, v.ConfigMap.Optional)
+		}
+		if v.Secret != nil {
+			add("Secret", v.Secret.SecretName, v.Secret.Optional)
+		}
+		if v.Projected != nil && !strings.HasPrefix(v.Name, "kube-api-access-") {
+			// kube-api-access-* is the ServiceAccount token volume the admission plugin adds; its
+			// kube-root-ca.crt comes from a controller this cluster does not run.
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					add("ConfigMap", s.ConfigMap.Name, s.ConfigMap.Optional)
+				}
+				if s.Secret != nil {
+					add("Secret", s.Secret.Name, s.Secret.Optional)
+				}
+			}
+		}
+	}
+	containers := append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...)
+	for _, c := range containers {
+		for _, e := range c.EnvFrom {
+			if e.ConfigMapRef != nil {
+				add("ConfigMap", e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
+			}
+			if e.SecretRef != nil {
+				add("Secret", e.SecretRef.Name, e.SecretRef.Optional)
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				add("ConfigMap", r.Name, r.Optional)
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				add("Secret", r.Name, r.Optional)
+			}
+		}
+	}
+	return out
+}
