@@ -272,6 +272,8 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 		"GET /apis/apps/v1/namespaces/" + testNS + "/replicasets",
 		"PATCH /api/v1/namespaces/" + testNS + "/configmaps/" + cmName,
 		"PATCH /api/v1/namespaces/" + testNS + "/secrets/" + secretName,
+		// The Normal ConfigAttached event on the Rollout.
+		"POST /api/v1/namespaces/" + testNS + "/events",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("apiserver requests:\n  %s\nwant exactly:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
@@ -284,6 +286,9 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 			if r.Query != "labelSelector=app%3Dweb" {
 				t.Errorf("%s: query %q, want the Rollout's selector labelSelector=app%%3Dweb", r, r.Query)
 			}
+			continue
+		}
+		if r.Method == http.MethodPost { // the event
 			continue
 		}
 		if r.ContentType != "application/strategic-merge-patch+json" {
