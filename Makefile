@@ -30,6 +30,20 @@ unit:
 binaries:
 	hack/build-binaries.sh $(TEST_COMPONENTS)
 
+## demo: the README's "run it": a local control plane with the real Argo Rollouts controller
+## and the plugin; a canary Rollout through 4 revisions, printing which ReplicaSet owns which
+## ConfigMap and Secret after each stage (hack/demo). Builds the plugin and the control-plane
+## binaries it needs first (cached; the first build takes minutes). KEEP=1 keeps it running
+## until Ctrl-C and prints the kubeconfig and kubectl commands. (Built, then run, rather than
+## `go run ./hack/demo`: go run exits 1 whenever it gets a SIGINT, so a Ctrl-C ending KEEP=1
+## would fail make although the demo tore down cleanly.)
+DEMO_COMPONENTS := etcd kube-apiserver kube-controller-manager kubectl rollouts-controller
+demo: build
+	hack/build-binaries.sh $(DEMO_COMPONENTS)
+	@echo "compiling hack/demo (the first time: a minute or two) ..."
+	go build -o bin/demo ./hack/demo
+	bin/demo -plugin $(BIN)$(if $(filter-out 0 false no,$(KEEP)), -keep)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -68,3 +82,22 @@ FUZZTIME ?= 1m
 fuzz:
 	go test ./plugin -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	go test ./plugin -run '^$$' -fuzz '^FuzzTemplateReferences$$' -fuzztime $(FUZZTIME)
+
+## bench: benchmarks against a real control plane (test/bench): step latency through the built
+## binary's RPC boundary beside a client-go floor, API requests per step, the plugin process's
+## memory, 10 callers over 500 Rollouts (and the same under -race), the command line's wall
+## time. Writes docs/benchmarks.md and docs/benchmarks-step-latency.svg from the run's figures
+## (raw JSON in bin/bench/). Takes about 25 minutes on 2 CPUs; run it on a quiet machine.
+BENCH_COUNT ?= 3
+BENCH_TIMEOUT ?= 90m
+BENCH_LOAD := $(shell cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+BENCH_ENV = CMA_PLUGIN_BINARY=$(abspath $(BIN)) CMA_BENCH_LOAD_BEFORE='$(BENCH_LOAD)'
+.PHONY: bench
+bench: build
+	mkdir -p bin/bench
+	$(BENCH_ENV) CMA_BENCH_RESULTS=bin/bench/race.json \
+	  go test -race ./test/bench/ -run '^$$' -bench '^BenchmarkConcurrent$$/^callers=10$$/^inprocess$$' \
+	  -benchtime 1x -count 1 -timeout $(BENCH_TIMEOUT)
+	$(BENCH_ENV) CMA_BENCH_RESULTS=bin/bench/results.json CMA_BENCH_RACE_RESULTS=bin/bench/race.json \
+	  CMA_BENCH_DOC=docs/benchmarks.md CMA_BENCH_CHART=docs/benchmarks-step-latency.svg \
+	  go test ./test/bench/ -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $(BENCH_TIMEOUT)
