@@ -87,7 +87,7 @@ fuzz:
 ## binary's RPC boundary beside a client-go floor, API requests per step, the plugin process's
 ## memory, 10 callers over 500 Rollouts (and the same under -race), the command line's wall
 ## time. Writes docs/benchmarks.md and docs/benchmarks-step-latency.svg from the run's figures
-## (raw JSON in bin/bench/). Takes about 25 minutes on 2 CPUs; run it on a quiet machine.
+## (raw JSON in bin/bench/). Takes about 20 minutes on 2 CPUs; run it on a quiet machine.
 BENCH_COUNT ?= 3
 BENCH_TIMEOUT ?= 90m
 BENCH_LOAD := $(shell cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)

@@ -1,0 +1,13 @@
+// Package bench holds the benchmarks of the step plugin against a real control plane (etcd,
+// kube-apiserver and kube-controller-manager from test/cluster, on 127.0.0.1): step latency
+// through the go-plugin RPC boundary of the built binary beside a client-go floor, API requests
+// per step, the plugin process's memory, 10 concurrent callers over 500 Rollouts, and the
+// command-line mode's wall time.
+//
+// They only run with -bench (without it TestMain starts nothing):
+//
+//	make bench
+//
+// which writes docs/benchmarks.md and docs/benchmarks-step-latency.svg from the run's own
+// figures. See docs/benchmarks.md for the exact commands and what each figure means.
+package bench
