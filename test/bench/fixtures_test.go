@@ -70,21 +70,6 @@ func bg() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
 
-// controllerBinding binds the Argo Rollouts controller's own ClusterRole to its ServiceAccount.
-const controllerBinding = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: argo-rollouts
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: argo-rollouts
-subjects:
-  - kind: ServiceAccount
-    name: argo-rollouts
-    namespace: argo-rollouts
-`
-
 // controllerIdentity is the plugin process's identity in a real installation: a non-admin
 // ServiceAccount "argo-rollouts" (token from the TokenRequest API) bound to the controller's
 // ClusterRole from the argo-rollouts module plus examples/rbac-step-plugin.yaml. The returned
@@ -92,12 +77,12 @@ subjects:
 func (e *env) controllerIdentity(b *testing.B) *rest.Config {
 	b.Helper()
 	cfg := e.c.ServiceAccountConfig(b, e.ns, "argo-rollouts", nil, nil)
-	dir, err := rolloutsModuleDir()
+	dir, err := cluster.RolloutsModuleDir()
 	if err != nil {
 		b.Fatal(err)
 	}
 	e.c.ApplyYAMLFile(b, nil, filepath.Join(dir, "manifests", "role", "argo-rollouts-clusterrole.yaml"), e.ns)
-	e.c.ApplyYAML(b, nil, []byte(controllerBinding), e.ns)
+	e.c.ApplyYAML(b, nil, []byte(cluster.RolloutsControllerBinding), e.ns)
 	e.c.ApplyYAMLFile(b, nil, filepath.Join(repoRoot(), "examples", "rbac-step-plugin.yaml"), e.ns)
 	user := "system:serviceaccount:" + e.ns + ":argo-rollouts"
 	e.c.WaitForRBAC(b, user, e.ns, []rbacv1.PolicyRule{

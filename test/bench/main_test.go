@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +63,7 @@ func TestMain(m *testing.M) {
 	run.start()
 	shared, sharedErr = cluster.StartShared(cluster.Options{})
 	if sharedErr == nil {
-		sharedErr = installRolloutCRD(shared)
+		sharedErr = cluster.InstallRolloutCRD(shared)
 	}
 	if sharedErr == nil {
 		pluginBin, sharedErr = pluginBinary()
@@ -120,40 +118,4 @@ func pluginBinary() (string, error) {
 		return "", fmt.Errorf("go build: %v\n%s", err, b)
 	}
 	return out, nil
-}
-
-// rolloutsModuleDir is the argo-rollouts module source: the CRD and the controller's
-// ClusterRole come from there, exactly as users install them.
-func rolloutsModuleDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-rollouts")
-	cmd.Dir = repoRoot()
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the argo-rollouts module: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-func installRolloutCRD(c *cluster.Cluster) error {
-	dir, err := rolloutsModuleDir()
-	if err != nil {
-		return err
-	}
-	kubectl := filepath.Join(c.BinDir, "kubectl")
-	crd := filepath.Join(dir, "manifests", "crds", "rollout-crd.yaml")
-	if out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "apply", "--server-side", "-f", crd).CombinedOutput(); err != nil {
-		return fmt.Errorf("applying %s: %v: %s", crd, err, out)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "get", "crd", "rollouts.argoproj.io",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`).Output()
-		if bytes.Equal(out, []byte("True")) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD rollouts.argoproj.io not established after 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -243,7 +243,7 @@ func waitFor(p *process, timeout time.Duration, what string, check func() (bool,
 }
 
 func (c *Cluster) startEtcdAndAPIServer() error {
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return err
 	}

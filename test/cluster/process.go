@@ -156,8 +156,8 @@ func (p *process) logSinceLastStart() string {
 	return s
 }
 
-// freePorts returns n distinct currently free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct currently free TCP ports on 127.0.0.1.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

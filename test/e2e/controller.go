@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -194,7 +193,7 @@ func StartController(c *cluster.Cluster, opts ControllerOptions) (*Controller, e
 	} else if err != nil {
 		return nil, fmt.Errorf("create argo-rollouts-config: %w", err)
 	}
-	ports, err := freePorts(2)
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -206,22 +205,6 @@ func StartController(c *cluster.Cluster, opts ControllerOptions) (*Controller, e
 	}
 	return ctl, nil
 }
-
-// controllerBinding binds the controller's ClusterRole to its ServiceAccount, as the
-// argo-rollouts install manifests do.
-const controllerBinding = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: argo-rollouts
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: argo-rollouts
-subjects:
-  - kind: ServiceAccount
-    name: argo-rollouts
-    namespace: argo-rollouts
-`
 
 // pluginIdentity creates ServiceAccount argo-rollouts/argo-rollouts with the controller's
 // ClusterRole and examples/rbac-step-plugin.yaml, and writes a kubeconfig with its token.
@@ -235,7 +218,7 @@ func (ctl *Controller) pluginIdentity(ctx context.Context, cs kubernetes.Interfa
 		return "", err
 	}
 	binding := filepath.Join(ctl.Dir, "argo-rollouts-clusterrolebinding.yaml")
-	if err := os.WriteFile(binding, []byte(controllerBinding), 0o644); err != nil {
+	if err := os.WriteFile(binding, []byte(cluster.RolloutsControllerBinding), 0o644); err != nil {
 		return "", err
 	}
 	for _, f := range []string{
@@ -606,25 +589,6 @@ func (p *child) logSinceStart() string {
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(f)
 	return buf.String()
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // Healthz reports whether the controller's healthz endpoint answers 200.

@@ -91,7 +91,7 @@ func retryLikeController(t *testing.T, call func() (types.RpcStepResult, types.R
 // Successful with no duplicate or missing reference and no data changed.
 func TestAPIServerStoppedMidStep(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
-	if err := installRolloutCRD(c); err != nil {
+	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, c)
@@ -153,7 +153,7 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 func TestThrottledAPIServer(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{ExtraAPIServerArgs: []string{
 		"--enable-priority-and-fairness=false", "--max-requests-inflight=1", "--max-mutating-requests-inflight=1"}})
-	if err := installRolloutCRD(c); err != nil {
+	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, c)

@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +34,7 @@ var (
 func TestMain(m *testing.M) {
 	shared, sharedErr = cluster.StartShared(cluster.Options{})
 	if sharedErr == nil {
-		sharedErr = installRolloutCRD(shared)
+		sharedErr = cluster.InstallRolloutCRD(shared)
 	}
 	if sharedErr != nil {
 		fmt.Fprintln(os.Stderr, "shared cluster:", sharedErr)
@@ -51,44 +48,6 @@ func TestMain(m *testing.M) {
 func sharedCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	return cluster.Require(t, shared, sharedErr)
-}
-
-// rolloutsModuleDir is the argo-rollouts module source: CRDs and the controller's ClusterRole
-// come from there, exactly as users install them.
-func rolloutsModuleDir() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-rollouts").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the argo-rollouts module: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-func installRolloutCRD(c *cluster.Cluster) error {
-	if c == nil {
-		return nil
-	}
-	dir, err := rolloutsModuleDir()
-	if err != nil {
-		return err
-	}
-	kubectl := filepath.Join(c.BinDir, "kubectl")
-	crd := filepath.Join(dir, "manifests", "crds", "rollout-crd.yaml")
-	if out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "apply", "--server-side", "-f", crd).CombinedOutput(); err != nil {
-		return fmt.Errorf("applying %s: %v: %s", crd, err, out)
-	}
-	// Poll for Established (kubectl wait races the CRD's creation).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "get", "crd", "rollouts.argoproj.io",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`).Output()
-		if string(out) == "True" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD rollouts.argoproj.io not established after 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // env is one test's namespace with clients.

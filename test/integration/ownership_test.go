@@ -23,34 +23,18 @@ func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, parts...)...)
 }
 
-// controllerBinding binds the Argo Rollouts controller's own ClusterRole (from the module, as
-// users install it) to the argo-rollouts ServiceAccount.
-const controllerBinding = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: argo-rollouts
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: argo-rollouts
-subjects:
-  - kind: ServiceAccount
-    name: argo-rollouts
-    namespace: argo-rollouts
-`
-
 // controllerIdentity returns a client config for a ServiceAccount "argo-rollouts" in the
 // test's namespace bound to the controller's ClusterRole plus the example RBAC files given:
 // exactly what the plugin process has in a real installation.
 func controllerIdentity(t *testing.T, c *cluster.Cluster, ns string, examples ...string) *rest.Config {
 	t.Helper()
 	cfg := c.ServiceAccountConfig(t, ns, "argo-rollouts", nil, nil)
-	dir, err := rolloutsModuleDir()
+	dir, err := cluster.RolloutsModuleDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.ApplyYAMLFile(t, nil, filepath.Join(dir, "manifests", "role", "argo-rollouts-clusterrole.yaml"), ns)
-	c.ApplyYAML(t, nil, []byte(controllerBinding), ns)
+	c.ApplyYAML(t, nil, []byte(cluster.RolloutsControllerBinding), ns)
 	for _, ex := range examples {
 		c.ApplyYAMLFile(t, nil, repoFile("examples", ex), ns)
 	}
@@ -175,7 +159,7 @@ func TestExampleRBAC(t *testing.T) {
 // one fails with the documented message.
 func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{ExtraAPIServerArgs: []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"}})
-	if err := installRolloutCRD(c); err != nil {
+	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, c)
