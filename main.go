@@ -11,12 +11,16 @@ import (
 	"os"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/install"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
 
 func main() {
 	if os.Getenv(rpc.Handshake.MagicCookieKey) != "" {
 		os.Exit(rpc.Serve(os.Args[1:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "install-plugin" {
+		os.Exit(install.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "audit" {
 		os.Exit((&plugin.AuditCLI{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))

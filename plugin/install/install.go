@@ -1,0 +1,160 @@
+// Package install implements `configmap-attacher install-plugin DIR`: it copies the running
+// executable into DIR so that an initContainer running the configmap-attacher image (which has
+// no shell) can put the plugin into a volume it shares with the Argo Rollouts controller, whose
+// argo-rollouts-config then names it with a file:// location.
+//
+// The copy is atomic: the binary is written to a temporary file in DIR, synced, made 0755 and
+// renamed over DIR/configmap-attacher, so the controller never sees a partial file, also when
+// the initContainer is restarted halfway.
+package install
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Name is the file name the binary is installed as: DIR/configmap-attacher.
+const Name = "configmap-attacher"
+
+// Mode is the installed file's permission bits.
+const Mode fs.FileMode = 0o755
+
+// Usage is printed for bad arguments.
+const Usage = `usage: configmap-attacher install-plugin DIR
+
+Copies this executable to DIR/` + Name + ` (atomically, mode 0755) and exits 0: run it as an
+initContainer of the Argo Rollouts controller with DIR on a volume (an emptyDir) that the
+controller container also mounts, and register the plugin in argo-rollouts-config with
+  location: file://<the controller's mount path>/` + Name + `
+`
+
+// Result describes an installed binary.
+type Result struct {
+	Path   string // DIR/configmap-attacher
+	Size   int64
+	SHA256 string // hex
+}
+
+// Installer copies Executable's file into a directory.
+type Installer struct {
+	// Executable returns the path of the file to install; os.Executable when nil.
+	Executable func() (string, error)
+}
+
+// Main runs the install-plugin command with the arguments after "install-plugin" and returns
+// the process's exit code: 0 installed, 1 failed, 2 bad arguments.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return (&Installer{}).Main(args, stdout, stderr)
+}
+
+// Main is the package-level Main with this Installer.
+func (in *Installer) Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, Usage)
+		return 0
+	}
+	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
+		fmt.Fprintf(stderr, "install-plugin: want exactly one argument, the directory to install into; got %q\n\n%s", args, Usage)
+		return 2
+	}
+	r, err := in.Install(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "install-plugin: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "installed %s (%d bytes, sha256 %s)\n", r.Path, r.Size, r.SHA256)
+	return 0
+}
+
+// Install copies the executable into dir/configmap-attacher atomically with mode 0755.
+func (in *Installer) Install(dir string) (Result, error) {
+	exe := in.Executable
+	if exe == nil {
+		exe = os.Executable
+	}
+	src, err := exe()
+	if err != nil {
+		return Result{}, fmt.Errorf("locating this executable: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Result{}, fmt.Errorf("directory %s does not exist: mount a volume there (e.g. an emptyDir shared with the Argo Rollouts controller container) or create it first", dir)
+	case err != nil:
+		return Result{}, fmt.Errorf("directory %s: %w", dir, err)
+	case !fi.IsDir():
+		return Result{}, fmt.Errorf("%s is not a directory: pass the directory to install into (the binary is written as %s/%s)", dir, dir, Name)
+	}
+	dst := filepath.Join(dir, Name)
+	if same, _ := sameFile(src, dst); same {
+		return Result{}, fmt.Errorf("%s is this executable itself: install into another directory", dst)
+	}
+
+	f, err := os.Open(src)
+	if err != nil {
+		return Result{}, fmt.Errorf("reading this executable %s: %w", src, err)
+	}
+	defer f.Close()
+
+	tmp, err := os.CreateTemp(dir, "."+Name+".tmp-*")
+	if err != nil {
+		if isReadOnly(err) {
+			return Result{}, fmt.Errorf("cannot write to directory %s (%v): mount the volume read-write in this container (volumeMounts[].readOnly: false) and let the container's user write to it (e.g. an emptyDir, or fsGroup)", dir, err)
+		}
+		return Result{}, fmt.Errorf("creating a temporary file in %s: %w", dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), f)
+	if err != nil {
+		return Result{}, fmt.Errorf("copying %s to %s: %w", src, tmp.Name(), err)
+	}
+	if err := tmp.Chmod(Mode); err != nil {
+		return Result{}, fmt.Errorf("chmod %o %s: %w", Mode, tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return Result{}, fmt.Errorf("syncing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return Result{}, fmt.Errorf("closing %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return Result{}, fmt.Errorf("renaming %s to %s: %w", tmp.Name(), dst, err)
+	}
+	ok = true
+	// Make the rename durable; a failure here does not undo the install.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return Result{Path: dst, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func isReadOnly(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
+}
+
+func sameFile(a, b string) (bool, error) {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(fa, fb), nil
+}
