@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control-plane parts the integration and end-to-end tests run:
 # etcd, kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes) and the
-# Argo Rollouts controller (two minors), all from Go modules, nothing downloaded prebuilt.
+# Argo Rollouts controller (two minors) and helm (helm.sh/helm/v3, for the chart tests), all from
+# Go modules, nothing downloaded prebuilt.
 # Binaries are cached under $CMA_CACHE (default $HOME/.cache/configmap-attacher), keyed on
 # their pinned versions, so a warm run only checks that the files exist.
 #
@@ -12,6 +13,7 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.5}"
 ROLLOUTS_VERSION="${ROLLOUTS_VERSION:-v1.10.2}"
 ROLLOUTS_OLD_VERSION="${ROLLOUTS_OLD_VERSION:-v1.9.1}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CACHE="${CMA_CACHE:-$HOME/.cache/configmap-attacher}"
 export GOTOOLCHAIN="${GOTOOLCHAIN_BUILD:-go1.26.11}"
 export GOFLAGS=-mod=mod
@@ -29,7 +31,7 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
-all=(etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old)
+all=(etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm)
 comps=("$@")
 [ ${#comps[@]} -eq 0 ] && comps=("${all[@]}")
 
@@ -77,6 +79,19 @@ rollouts_wrapper() { # $1 version
   echo "$w/src"
 }
 
+# helm wrapper module: a module that requires helm.sh/helm/v3 builds its cmd/helm with helm's
+# own dependency versions (its go.mod has no replace directives), independent of ours.
+helm_wrapper() {
+  local w="$CACHE/src/helm-$HELM_VERSION"
+  if [ ! -f "$w/go.sum.done" ]; then
+    mkdir -p "$w"
+    printf 'module cma.local/helmwrapper\n\ngo 1.26.0\n\nrequire helm.sh/helm/v3 %s\n' "$HELM_VERSION" > "$w/go.mod"
+    echo 'package main' > "$w/tools.go"
+    (cd "$w" && go mod download helm.sh/helm/v3 && touch go.sum.done)
+  fi
+  echo "$w"
+}
+
 build() { # name outdir logfile cmd...
   local name="$1" out="$2" log="$3"; shift 3
   if [ -x "$out/$name" ]; then echo "[$i/$n] $name: cached at $out/$name"; return; fi
@@ -115,6 +130,12 @@ for c in "${comps[@]}"; do
       if [ ! -d "$out/crds" ]; then
         mkdir -p "$out/crds"; for f in "$src"/manifests/crds/*-crd.yaml; do cp "$f" "$out/crds/"; done
       fi ;;
+    helm)
+      w=$(helm_wrapper)
+      out="$CACHE/helm-$HELM_VERSION"
+      ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      build helm "$out" "$CACHE/logs/helm-$HELM_VERSION.log" \
+        bash -c "cd '$w' && go build -trimpath -ldflags '$ld' -o '$out/helm.tmp' helm.sh/helm/v3/cmd/helm && mv '$out/helm.tmp' '$out/helm'" ;;
     *) echo "unknown component $c (known: ${all[*]})" >&2; exit 2 ;;
   esac
 done
