@@ -22,9 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/util/retry"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
@@ -66,7 +64,7 @@ type AuditReport struct {
 	Fix *AuditFix `json:"fix,omitempty"`
 
 	// additions are what -fix adds, per namespace and object.
-	additions map[string]map[Object]*Addition
+	additions map[string]map[Object]*Write
 }
 
 // AuditCounts counts the findings, and the owner references -fix adds (fixable) or may not
@@ -198,8 +196,8 @@ func (a *Auditor) log() logrus.FieldLogger {
 	return a.Log
 }
 
-func (a *Auditor) attacher(client kubernetes.Interface) *Attacher {
-	return &Attacher{Client: client, Log: a.log(), RBACHint: JobRBACHint}
+func (a *Auditor) attacher() *Attacher {
+	return &Attacher{Client: a.Kube, Meta: a.Metadata, Log: a.log(), RBACHint: JobRBACHint}
 }
 
 // objMeta is what audit keeps of a ConfigMap or Secret: never its data.
@@ -218,7 +216,7 @@ type nsSnapshot struct {
 // the report (RolloutAudit.Error); only a failure to read the Rollouts is returned.
 func (a *Auditor) Audit(ctx context.Context, namespace, name string) (*AuditReport, error) {
 	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Unattributed: []Finding{},
-		additions: map[string]map[Object]*Addition{}}
+		additions: map[string]map[Object]*Write{}}
 	var ros []v1alpha1.Rollout
 	err := a.retry(ctx, "rollouts.argoproj.io", namespace, func(ctx context.Context) error {
 		if name != "" {
@@ -303,13 +301,10 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ros []v1
 		}
 		return
 	}
-	// Attacher.ListReplicaSets decides which ReplicaSets are the Rollout's (selector,
-	// controller UID, current hash), served from the namespace's one list.
-	lister := a.attacher(rsSnapshot{Interface: a.Kube, items: snap.replicaSets})
 	seen := map[Object]bool{}
 	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(ros), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
 	for i := range ros {
-		ra := a.auditRollout(ctx, &ros[i], snap, lister, rep.additions)
+		ra := a.auditRollout(ctx, &ros[i], snap, rep.additions)
 		for _, o := range ra.Objects {
 			seen[o.Object()] = true
 		}
@@ -402,12 +397,7 @@ func (a *Auditor) listMeta(ctx context.Context, ns string, kind Kind, resource s
 // retry runs one read with the Attacher's retries of transient errors and a per-request
 // deadline, and words a 403 with the RBAC audit needs.
 func (a *Auditor) retry(ctx context.Context, resource, ns string, f func(context.Context) error) error {
-	at := a.attacher(a.Kube)
-	err := retry.OnError(at.backoff(), isTransient, func() error {
-		rctx, cancel := context.WithTimeout(ctx, at.requestTimeout())
-		defer cancel()
-		return f(rctx)
-	})
+	err := a.attacher().call(ctx, f)
 	where := "in namespace " + ns
 	if ns == "" {
 		where = "in any namespace"
@@ -486,7 +476,7 @@ type rsRefs struct {
 	required References
 }
 
-func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, lister *Attacher, additions map[string]map[Object]*Addition) RolloutAudit {
+func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, additions map[string]map[Object]*Write) RolloutAudit {
 	ns := ro.Namespace
 	ra := RolloutAudit{Namespace: ns, Name: ro.Name, UID: ro.UID, ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
 	sel, err := a.selectorOf(ctx, ro)
@@ -494,11 +484,12 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		ra.Error = err.Error()
 		return ra
 	}
-	rss, err := lister.ListReplicaSets(ctx, Rollout{Namespace: ns, Name: ro.Name, UID: ro.UID, Selector: sel, PodHash: ro.Status.CurrentPodHash})
+	rss, err := snap.controlled(Workload{Kind: KindRollout, Namespace: ns, Name: ro.Name, UID: ro.UID, Selector: sel})
 	if err != nil {
 		ra.Error = err.Error()
 		return ra
 	}
+	current := NewReplicaSet(ro, rss)
 	named, stepSels := stepObjects(ro)
 	optedIn := func(m objMeta) bool {
 		if a.selector().Matches(labels.Set(m.labels)) {
@@ -512,18 +503,18 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		return false
 	}
 
-	// Every ReplicaSet, current first, then by revision (newest first); deleting ones are
-	// shown but neither checked nor given owners.
+	// Every ReplicaSet, current first, then newest first by creation time (as the controller
+	// orders them; undo gives a re-used ReplicaSet the newest revision number, so revision
+	// order would misplace it); deleting ones are shown but neither checked nor given owners.
 	var all []*appsv1.ReplicaSet
-	if rss.Current != nil {
-		all = append(all, rss.Current)
+	if current != nil {
+		all = append(all, current)
 	}
-	hist := make([]*appsv1.ReplicaSet, len(rss.History))
-	for i := range rss.History {
-		hist[i] = &rss.History[i]
+	for i := len(rss) - 1; i >= 0; i-- {
+		if rss[i] != current {
+			all = append(all, rss[i])
+		}
 	}
-	sort.SliceStable(hist, func(i, j int) bool { return revision(hist[i]) > revision(hist[j]) })
-	all = append(all, hist...)
 	var live []rsRefs
 	byUID := map[types.UID]int{} // live ReplicaSets by UID
 	for _, rs := range all {
@@ -531,7 +522,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 			continue
 		}
 		byUID[rs.UID] = len(live)
-		live = append(live, rsRefs{rs: rs, refs: TemplateReferences(&rs.Spec.Template.Spec), required: requiredReferences(&rs.Spec.Template.Spec)})
+		live = append(live, rsRefs{rs: rs, refs: TemplateReferences(&rs.Spec.Template.Spec), required: RequiredReferences(&rs.Spec.Template.Spec)})
 	}
 
 	// The objects that concern this Rollout.
@@ -584,8 +575,8 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 			switch {
 			case !exists && l.required.Has(o):
 				e.Status = EdgeLost
-				lostBy = append(lostBy, rsLabel(l.rs, rss.Current))
-				lostCurrent = lostCurrent || l.rs == rss.Current
+				lostBy = append(lostBy, rsLabel(l.rs, current))
+				lostCurrent = lostCurrent || l.rs == current
 			case !exists:
 				e.Status = EdgeAbsentOptional
 			case have[l.rs.UID]:
@@ -608,18 +599,17 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		if len(missing) > 0 {
 			byObj := additions[ns]
 			if byObj == nil {
-				byObj = map[Object]*Addition{}
+				byObj = map[Object]*Write{}
 				additions[ns] = byObj
 			}
 			add := byObj[o]
 			if add == nil {
-				add = &Addition{Object: o}
+				add = &Write{Object: o}
 				byObj[o] = add
 			}
 			for _, rs := range missing {
-				if !containsRS(add.uids, rs.UID) {
-					add.uids = append(add.uids, rs)
-					add.ReplicaSets = append(add.ReplicaSets, rs.Name)
+				if !containsRS(add.ReplicaSets, rs.UID) {
+					add.ReplicaSets = append(add.ReplicaSets, rs)
 				}
 			}
 		}
@@ -683,7 +673,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 	sortFindings(ra.Findings)
 
 	for _, rs := range all {
-		r := ReplicaAudit{Name: rs.Name, UID: rs.UID, Revision: rs.Annotations[RevisionAnnotation], Current: rs == rss.Current,
+		r := ReplicaAudit{Name: rs.Name, UID: rs.UID, Revision: rs.Annotations[RevisionAnnotation], Current: rs == current,
 			Deleting: rs.DeletionTimestamp != nil, Objects: []EdgeAudit{}}
 		for _, o := range keys {
 			if e, ok := edges[o][rs.UID]; ok {
@@ -862,12 +852,12 @@ func sortFindings(fs []Finding) {
 	})
 }
 
-// requiredReferences is TemplateReferences without the references a pod starts without:
+// RequiredReferences is TemplateReferences without the references a pod starts without:
 // optional ones (optional: true on a volume, a projected source, envFrom or a key ref) and
 // image pull secrets (the kubelet warns and pulls anyway). A name counts as required when
 // at least one of its references is. The occurrences are counted with the kubelet's walkers,
 // so a reference kind they know and this function does not is treated as required.
-func requiredReferences(spec *corev1.PodSpec) References {
+func RequiredReferences(spec *corev1.PodSpec) References {
 	req := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
 	if spec == nil {
 		return req
@@ -950,69 +940,39 @@ func (a *Auditor) Fix(ctx context.Context, rep *AuditReport) {
 	}
 	sort.Strings(nss)
 	for _, ns := range nss {
-		var d Discovery
+		var ws []Write
 		for _, add := range rep.additions[ns] {
-			d.Additions = append(d.Additions, *add)
+			ws = append(ws, *add)
 		}
-		sort.Slice(d.Additions, func(i, j int) bool {
-			x, y := d.Additions[i].Object, d.Additions[j].Object
-			return x.Kind < y.Kind || x.Kind == y.Kind && x.Name < y.Name
-		})
-		out := a.attacher(a.Kube).ApplyDiscover(ctx, ns, d)
-		attached := map[Object]bool{}
-		for _, o := range out.Attached {
-			attached[o] = true
+		sortWrites(ws)
+		// The core's write: the same add-only patch, one per object, live owners only.
+		added, err := a.attacher().ApplyWrites(ctx, ns, ws)
+		for _, w := range added {
+			fix.Added = append(fix.Added, AuditAddition{Namespace: ns, Kind: w.Object.Kind, Name: w.Object.Name, ReplicaSets: w.Names()})
 		}
-		for _, add := range d.Additions {
-			if attached[add.Object] {
-				fix.Added = append(fix.Added, AuditAddition{Namespace: ns, Kind: add.Object.Kind, Name: add.Object.Name, ReplicaSets: add.ReplicaSets})
-			}
-		}
-		if err := out.Error(ns); err != nil {
+		if err != nil {
 			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %v", ns, err))
 		}
 	}
 }
 
-// rsSnapshot is a client whose ReplicaSet lists are served from one list of the namespace,
-// so that Attacher.ListReplicaSets (one list per Rollout, by its selector) keeps deciding
-// which ReplicaSets are a Rollout's while audit reads each namespace once.
-type rsSnapshot struct {
-	kubernetes.Interface
-	items []appsv1.ReplicaSet
-}
-
-func (s rsSnapshot) AppsV1() appsv1client.AppsV1Interface {
-	return rsSnapshotApps{AppsV1Interface: s.Interface.AppsV1(), items: s.items}
-}
-
-type rsSnapshotApps struct {
-	appsv1client.AppsV1Interface
-	items []appsv1.ReplicaSet
-}
-
-func (s rsSnapshotApps) ReplicaSets(ns string) appsv1client.ReplicaSetInterface {
-	return rsSnapshotList{ReplicaSetInterface: s.AppsV1Interface.ReplicaSets(ns), ns: ns, items: s.items}
-}
-
-type rsSnapshotList struct {
-	appsv1client.ReplicaSetInterface
-	ns    string
-	items []appsv1.ReplicaSet
-}
-
-func (s rsSnapshotList) List(_ context.Context, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error) {
-	sel, err := labels.Parse(opts.LabelSelector)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+// controlled returns the workload's ReplicaSets from the namespace's one list: those matching
+// its selector whose controller reference carries its UID, as Attacher.ListReplicaSets decides.
+func (s *nsSnapshot) controlled(w Workload) ([]*appsv1.ReplicaSet, error) {
+	if w.Selector == nil {
+		return nil, &FailError{fmt.Sprintf("%s has no spec.selector: cannot tell which ReplicaSets are its own", w)}
 	}
-	out := &appsv1.ReplicaSetList{}
-	for i := range s.items {
-		if s.items[i].Namespace == s.ns && sel.Matches(labels.Set(s.items[i].Labels)) {
-			out.Items = append(out.Items, *s.items[i].DeepCopy())
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	if err != nil {
+		return nil, &FailError{fmt.Sprintf("%s: spec.selector is invalid: %v", w, err)}
+	}
+	var match []appsv1.ReplicaSet
+	for i := range s.replicaSets {
+		if sel.Matches(labels.Set(s.replicaSets[i].Labels)) {
+			match = append(match, s.replicaSets[i])
 		}
 	}
-	return out, nil
+	return Controlled(match, w.UID), nil
 }
 
 // WriteText writes the report as a tree per Rollout, the findings with their repair
@@ -1184,11 +1144,7 @@ func (r *AuditReport) WriteJSON(w io.Writer) error {
 type AuditCLI struct {
 	Stdout, Stderr io.Writer
 	// NewClients builds the clients (tests inject fakes).
-	NewClients func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error)
-	// NewMetadata builds the metadata-only client that lists ConfigMaps and Secrets without
-	// their data. Nil: built from the same config, unless NewClients is injected, in which
-	// case the typed client lists them.
-	NewMetadata func(ClientOptions) (metadata.Interface, error)
+	NewClients func(ClientOptions) (Clients, error)
 }
 
 type auditOptions struct {
@@ -1270,25 +1226,16 @@ func (c *AuditCLI) Main(args []string) int {
 		return ExitUsage
 	}
 
-	newClients, newMetadata := c.NewClients, c.NewMetadata
+	newClients := c.NewClients
 	if newClients == nil {
 		newClients = NewClients
-		if newMetadata == nil {
-			newMetadata = newMetadataClient
-		}
 	}
-	kube, ro, err := newClients(o.client)
+	cl, err := newClients(o.client)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
-	aud := &Auditor{Kube: kube, Rollouts: ro, Selector: sel, Log: log}
-	if newMetadata != nil {
-		if aud.Metadata, err = newMetadata(o.client); err != nil {
-			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
-			return ExitFail
-		}
-	}
+	aud := &Auditor{Kube: cl.Kube, Rollouts: cl.Rollouts, Metadata: cl.Meta, Selector: sel, Log: log}
 	ctx := context.Background()
 	rep, err := aud.Audit(ctx, o.namespace, o.rollout)
 	if err != nil {
@@ -1316,16 +1263,4 @@ func (c *AuditCLI) Main(args []string) int {
 		rep.WriteText(c.Stdout)
 	}
 	return rep.ExitCode()
-}
-
-func newMetadataClient(o ClientOptions) (metadata.Interface, error) {
-	cfg, err := RESTConfig(o)
-	if err != nil {
-		return nil, err
-	}
-	m, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating the metadata client: %w", err)
-	}
-	return m, nil
 }

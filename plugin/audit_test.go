@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -96,7 +95,7 @@ func runAudit(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interfa
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &AuditCLI{Stdout: &out, Stderr: &errb,
-		NewClients: func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) { return kube, ro, nil }}
+		NewClients: func(ClientOptions) (Clients, error) { c := clientsOf(kube); c.Rollouts = ro; return c, nil }}
 	code := c.Main(args)
 	return code, out.String(), errb.String()
 }
@@ -571,8 +570,7 @@ func TestAuditMetadataClient(t *testing.T) {
 	kube.ClearActions()
 	var out, errb bytes.Buffer
 	c := &AuditCLI{Stdout: &out, Stderr: &errb,
-		NewClients:  func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) { return kube, ro, nil },
-		NewMetadata: func(ClientOptions) (metadata.Interface, error) { return md, nil }}
+		NewClients: func(ClientOptions) (Clients, error) { return Clients{Kube: kube, Meta: md, Rollouts: ro}, nil }}
 	if code := c.Main([]string{"-namespace", testNS}); code != ExitFail || out.String() != wantAuditText {
 		t.Errorf("exit %d, output\n%s%s", code, out.String(), errb.String())
 	}
@@ -602,7 +600,7 @@ func TestRequiredReferences(t *testing.T) {
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-required"}}}}}}},
 		corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "secvol-optional", Optional: ptr(true)}}},
 		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-required"}}}})
-	req := requiredReferences(&spec)
+	req := RequiredReferences(&spec)
 	all := TemplateReferences(&spec)
 	for _, tc := range []struct {
 		o    Object

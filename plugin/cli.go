@@ -13,11 +13,13 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 )
 
 // JobRBACHint is the example RBAC of the command-line (Job) mode.
@@ -35,7 +37,7 @@ type CLI struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 	// NewClients builds the clients (tests inject fakes).
-	NewClients func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error)
+	NewClients func(ClientOptions) (Clients, error)
 	// PollInterval is the pause between checks while waiting (default 2s).
 	PollInterval time.Duration
 }
@@ -45,10 +47,17 @@ type cliOptions struct {
 	allowUnreferenced, version, dryRun      bool
 	discover                                bool
 	selector                                string
+	requireOptIn                            bool
+	optInSelector, expectAnnotation         string
 	timeout                                 time.Duration
 	client                                  ClientOptions
 	logLevel, logFormat                     string
+	policy                                  Policy
+	expect                                  annotation
 }
+
+// annotation is the -expect-template-annotation KEY=VALUE.
+type annotation struct{ key, value string }
 
 func (c *CLI) flags(o *cliOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
@@ -60,6 +69,9 @@ func (c *CLI) flags(o *cliOptions) *flag.FlagSet {
 	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
 	fs.BoolVar(&o.discover, "discover", false, "also attach every opted-in object (see -selector) that any ReplicaSet of the Rollout still in history references")
 	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+DefaultDiscoverLabel+"=true)")
+	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "refuse to write an owner reference on any object that does not match -opt-in-selector (listed objects that do not fail the run; discovery adopts only matching ones)")
+	fs.StringVar(&o.optInSelector, "opt-in-selector", DefaultDiscoverLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
+	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
 	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
@@ -116,7 +128,7 @@ func (c *CLI) Main(args []string) int {
 	if newClients == nil {
 		newClients = NewClients
 	}
-	kube, ro, err := newClients(o.client)
+	cl, err := newClients(o.client)
 	if err != nil {
 		entry.Error(err)
 		return ExitFail
@@ -125,8 +137,9 @@ func (c *CLI) Main(args []string) int {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	w := &waiter{kube: kube, rollouts: ro, cfg: cfg, ns: o.namespace, name: o.rollout, log: entry,
-		events: &APIEvents{Client: func() (kubernetes.Interface, error) { return kube, nil }, Log: entry}}
+	w := &waiter{attacher: &Attacher{Client: cl.Kube, Meta: cl.Meta, Log: entry, RBACHint: JobRBACHint},
+		rollouts: cl.Rollouts, cfg: cfg, policy: o.policy, expect: o.expect, ns: o.namespace, name: o.rollout, log: entry,
+		events: &APIEvents{Client: func() (Clients, error) { return cl, nil }, Log: entry}}
 	msg, err := w.run(context.Background(), interval)
 	if err != nil {
 		entry.Error(err)
@@ -172,8 +185,26 @@ func (o *cliOptions) config(rest []string) (Config, []string) {
 	}
 	problems = append(problems, validateNames("-configmaps", cfg.ConfigMaps)...)
 	problems = append(problems, validateNames("-secrets", cfg.Secrets)...)
-	if o.timeout <= 0 {
-		problems = append(problems, fmt.Sprintf("-timeout %s: must be positive, e.g. -timeout 5m", o.timeout))
+	if o.timeout < time.Second {
+		problems = append(problems, fmt.Sprintf("-timeout %s: must be at least 1s (the waits poll every 2s), e.g. -timeout 5m", o.timeout))
+	}
+	o.policy = Policy{RequireOptIn: o.requireOptIn}
+	if sel, err := labels.Parse(o.optInSelector); err != nil {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
+	} else if sel.Empty() {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q selects everything: give a label such as %s=true", o.optInSelector, DefaultDiscoverLabel))
+	} else {
+		o.policy.OptIn = sel
+	}
+	if o.expectAnnotation != "" {
+		k, v, ok := strings.Cut(o.expectAnnotation, "=")
+		if !ok || k == "" {
+			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: want KEY=VALUE, e.g. -expect-template-annotation example.com/release=42", o.expectAnnotation))
+		} else if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: %q is not an annotation key: %s", o.expectAnnotation, k, strings.Join(errs, "; ")))
+		} else {
+			o.expect = annotation{k, v}
+		}
 	}
 	return cfg, problems
 }
@@ -193,9 +224,11 @@ func splitList(s string) []string {
 // then attaches. Run as an Argo CD Sync hook that may start before the new spec is applied,
 // it therefore waits for the new ReplicaSet instead of attaching to the previous one.
 type waiter struct {
-	kube     kubernetes.Interface
+	attacher *Attacher
 	rollouts rolloutsclient.Interface
 	cfg      Config
+	policy   Policy
+	expect   annotation
 	ns, name string
 	log      logrus.FieldLogger
 	reason   string // why we are still waiting, for the timeout message
@@ -244,9 +277,12 @@ func (w *waiter) waitFor(reason string) (bool, string, error) {
 }
 
 func (w *waiter) try(ctx context.Context) (bool, string, error) {
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	ro, err := w.rollouts.ArgoprojV1alpha1().Rollouts(w.ns).Get(rctx, w.name, metav1.GetOptions{})
+	var ro *v1alpha1.Rollout
+	err := w.attacher.call(ctx, func(ctx context.Context) error {
+		var err error
+		ro, err = w.rollouts.ArgoprojV1alpha1().Rollouts(w.ns).Get(ctx, w.name, metav1.GetOptions{})
+		return err
+	})
 	switch {
 	case apierrors.IsNotFound(err):
 		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
@@ -256,81 +292,76 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
 	}
 	w.rollout = ro
+	for _, c := range ro.Status.Conditions {
+		if c.Type == v1alpha1.InvalidSpec && c.Status == corev1.ConditionTrue {
+			return false, "", &FailError{fmt.Sprintf("Rollout %s/%s has condition InvalidSpec=True (%s: %s): the controller will not create its ReplicaSet until the spec is fixed", w.ns, w.name, c.Reason, c.Message)}
+		}
+	}
 	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to observe generation %d of Rollout %s/%s (observed: %q)", ro.Generation, w.ns, w.name, ro.Status.ObservedGeneration))
 	}
-	ref := Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector, PodHash: ro.Status.CurrentPodHash}
+	wl := Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	resolved := ro
 	if ro.Spec.WorkloadRef != nil {
-		sel, wait, err := w.workload(ctx, ro)
+		d, wait, err := w.workload(ctx, ro)
 		if err != nil || wait != "" {
 			if wait != "" {
 				return w.waitFor(wait)
 			}
 			return false, "", err
 		}
-		if ref.Selector == nil {
-			ref.Selector = sel
+		// The controller's own view: the Deployment's template and selector stand in for the
+		// Rollout's (as its workloadRef resolution does).
+		resolved = ro.DeepCopy()
+		resolved.Spec.Template = d.Spec.Template
+		if wl.Selector == nil {
+			wl.Selector = d.Spec.Selector
 		}
 	}
-	if ref.PodHash == "" {
-		return w.waitFor(fmt.Sprintf("Rollout %s to report status.currentPodHash", ref))
+	if w.expect.key != "" {
+		if v, ok := resolved.Spec.Template.Annotations[w.expect.key]; !ok || v != w.expect.value {
+			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.key, w.expect.value, v))
+		}
 	}
-	a := &Attacher{Client: w.kube, Log: w.log, RBACHint: JobRBACHint}
-	rss, err := a.ListReplicaSets(ctx, ref)
+	rss, err := w.attacher.ListReplicaSets(ctx, wl)
 	if err != nil {
 		return false, "", err
 	}
-	if rss.Current == nil {
-		return w.waitFor(fmt.Sprintf("ReplicaSet with label %s=%s owned by Rollout %s", PodTemplateHashLabel, ref.PodHash, ref))
+	target := NewReplicaSet(resolved, rss)
+	if target == nil {
+		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}
-	plan := PlanAttach(ReplicaSets{Current: rss.Current}, w.cfg.Objects(), w.cfg.AllowUnreferenced)
-	if len(plan.Unreferenced) > 0 && !w.cfg.AllowUnreferenced {
-		// The Rollout may not carry the new template yet: keep waiting, and say so on timeout.
-		return w.waitFor(fmt.Sprintf("ReplicaSet %s to reference %s in its pod template (is the new Rollout spec applied? if the object is meant to be attached anyway, pass -allow-unreferenced)", rss.Current.Name, joinObjects(plan.Unreferenced)))
-	}
-	var disc Discovery
+	// The ReplicaSet of the current spec exists: the rule table decides at once.
+	req := Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(),
+		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun}
 	if w.cfg.Discover != nil {
-		sel, err := w.cfg.Discover.LabelSelector()
-		if err != nil {
+		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {
 			return false, "", &FailError{"-selector: " + err.Error()}
 		}
-		if disc, err = a.PlanDiscover(ctx, w.ns, rss, sel); err != nil {
-			return false, "", err
-		}
-		disc = disc.Without(rss.Current, plan.Attach)
 	}
-	if w.cfg.DryRun {
-		lacking, notFound, err := a.MissingOwner(ctx, rss.Current, plan.Attach)
-		if err != nil {
-			return false, "", err
-		}
-		return true, DryRunMessage(rss.Current.Name, lacking, notFound, disc) + " (Rollout " + ref.String() + ")", nil
+	res, err := w.attacher.Reconcile(ctx, req)
+	for _, warn := range res.Warnings {
+		w.log.Warn(warn)
 	}
-	out := a.Apply(ctx, rss.Current, plan.Attach)
-	if err := out.Error(w.ns); err != nil {
+	if err != nil {
 		return false, "", err
 	}
-	msg := SuccessMessage(rss.Current.Name, out.Attached, nil) + " of Rollout " + ref.String()
-	if w.cfg.Discover != nil {
-		dout := a.ApplyDiscover(ctx, w.ns, disc)
-		if err := dout.Error(w.ns); err != nil {
-			return false, "", fmt.Errorf("discover: %w", err)
-		}
-		msg += "; " + DiscoverMessage(disc)
-	}
-	return true, msg, nil
+	return true, res.Message + " (Rollout " + w.ns + "/" + w.name + ")", nil
 }
 
 // workload checks a workloadRef Rollout: the controller must have observed the Deployment's
 // latest generation, and the Deployment supplies the selector when the Rollout has none.
-func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*metav1.LabelSelector, string, error) {
+func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*appsv1.Deployment, string, error) {
 	wr := ro.Spec.WorkloadRef
 	if wr.Kind != "Deployment" {
 		return nil, "", &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
 	}
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	d, err := w.kube.AppsV1().Deployments(ro.Namespace).Get(rctx, wr.Name, metav1.GetOptions{})
+	var d *appsv1.Deployment
+	err := w.attacher.call(ctx, func(ctx context.Context) error {
+		var err error
+		d, err = w.attacher.Client.AppsV1().Deployments(ro.Namespace).Get(ctx, wr.Name, metav1.GetOptions{})
+		return err
+	})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, wr.Name), nil
@@ -342,7 +373,7 @@ func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*metav1.La
 	if ro.Status.WorkloadObservedGeneration != strconv.FormatInt(d.Generation, 10) {
 		return nil, fmt.Sprintf("the Rollouts controller to observe generation %d of Deployment %s/%s (observed: %q)", d.Generation, ro.Namespace, wr.Name, ro.Status.WorkloadObservedGeneration), nil
 	}
-	return d.Spec.Selector, "", nil
+	return d, "", nil
 }
 
 // ConfigureLogger sets the level and format of a logger.

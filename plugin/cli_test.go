@@ -20,7 +20,7 @@ func runCLI(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 	var out, errb bytes.Buffer
 	c := &CLI{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
 		Getenv:     func(k string) string { return map[string]string{"JOB_NAME": "attach-web"}[k] },
-		NewClients: func(ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) { return kube, ro, nil }}
+		NewClients: func(ClientOptions) (Clients, error) { c := clientsOf(kube); c.Rollouts = ro; return c, nil }}
 	code := c.Main(args)
 	return code, out.String(), errb.String()
 }
@@ -41,7 +41,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"qualified name", []string{"-rollout", "web", "-namespace", "shop", "-secrets", "ns/s"}, "namespace-qualified"},
 		{"duplicate", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a,b,a"}, "listed twice"},
 		{"stray argument", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "b"}, `unexpected argument "b"`},
-		{"bad timeout", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "0s"}, "-timeout 0s: must be positive"},
+		{"bad timeout", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "0s"}, "-timeout 0s: must be at least 1s"},
 		{"selector without discover", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-selector", "a=b"}, "-selector only applies with -discover"},
 		{"bad selector", []string{"-rollout", "web", "-namespace", "shop", "-discover", "-selector", "a==b=c"}, `-selector "a==b=c"`},
 		{"bad log level", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-log-level", "loud"}, `log level "loud"`},
@@ -87,7 +87,7 @@ func TestCLIWaitsForNewReplicaSet(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if want := "attached 1 ConfigMap and 1 Secret to ReplicaSet web-" + curHash + " of Rollout shop/web\n"; out != want {
+	if want := "attached 1 ConfigMap and 1 Secret to ReplicaSet web-" + curHash + " (Rollout shop/web)\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
 	if !strings.Contains(stderr, "waiting for the Rollouts controller to observe generation 4") || !strings.Contains(stderr, "attach-web") {
@@ -106,17 +106,22 @@ func TestCLIWaitsForNewReplicaSet(t *testing.T) {
 
 func TestCLITimesOut(t *testing.T) {
 	ro := testRollout(curHash)
-	// The ReplicaSet exists but its template does not use the listed object.
+	// The ReplicaSet of the current spec exists but no template uses the listed object: the
+	// rule table fails at once instead of waiting for a template change that cannot come.
 	kube := fake.NewClientset(testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("other"))
-	code, _, stderr := runCLI(t, kube, rolloutsfake.NewSimpleClientset(ro), "-rollout", "web", "-namespace", testNS, "-configmaps", "other", "-timeout", "100ms")
-	if code != ExitFail || !strings.Contains(stderr, "timed out after 100ms waiting for ReplicaSet web-"+curHash+" to reference ConfigMap other") {
+	start := time.Now()
+	code, _, stderr := runCLI(t, kube, rolloutsfake.NewSimpleClientset(ro), "-rollout", "web", "-namespace", testNS, "-configmaps", "other", "-timeout", "1m")
+	if code != ExitFail || !strings.Contains(stderr, "refusing to attach ConfigMap other: no ReplicaSet of Rollout shop/web references it") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s: must not wait out the timeout", d)
 	}
 	if len(owners(t, kube, KindConfigMap, "other")) != 0 {
 		t.Error("wrote on timeout")
 	}
 	// A missing Rollout is waited for too, and the message says so.
-	code, _, stderr = runCLI(t, kube, rolloutsfake.NewSimpleClientset(), "-rollout", "web", "-namespace", testNS, "-configmaps", "other", "-timeout", "50ms")
+	code, _, stderr = runCLI(t, kube, rolloutsfake.NewSimpleClientset(), "-rollout", "web", "-namespace", testNS, "-configmaps", "other", "-timeout", "1s")
 	if code != ExitFail || !strings.Contains(stderr, "waiting for Rollout shop/web to exist") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
@@ -140,7 +145,7 @@ func TestCLIWorkloadRef(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 	kube := fake.NewClientset(d, testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("cfg-new"))
 	rc := rolloutsfake.NewSimpleClientset(ro)
-	code, _, stderr := runCLI(t, kube, rc, "-rollout", "web", "-namespace", testNS, "-configmaps", "cfg-new", "-timeout", "100ms")
+	code, _, stderr := runCLI(t, kube, rc, "-rollout", "web", "-namespace", testNS, "-configmaps", "cfg-new", "-timeout", "1s")
 	if code != ExitFail || !strings.Contains(stderr, "observe generation 2 of Deployment shop/web") {
 		t.Fatalf("must wait for the Deployment's generation: %d %s", code, stderr)
 	}

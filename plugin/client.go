@@ -6,6 +6,7 @@ import (
 
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -61,43 +62,63 @@ func RESTConfig(o ClientOptions) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// LazyClient returns a ClientFunc that builds the client on first use and caches it; a
+// Clients are the clients of the core: the typed client for ReplicaSets, Events and
+// workloads, and the metadata client for ConfigMaps and Secrets (their data never enters the
+// process). Rollouts is set for the modes that read Rollouts themselves.
+type Clients struct {
+	Kube     kubernetes.Interface
+	Meta     metadata.Interface
+	Rollouts rolloutsclient.Interface
+}
+
+// ClientFunc returns the clients. The step calls it on every Run so that a client that
+// failed to build (say, the apiserver was unreachable at start) is retried later instead of
+// failing InitPlugin, which the controller never retries.
+type ClientFunc func() (Clients, error)
+
+// LazyClient returns a ClientFunc that builds the clients on first use and caches them; a
 // failure is returned to the caller and retried on the next call.
 func LazyClient(o ClientOptions) ClientFunc {
 	var mu sync.Mutex
-	var client kubernetes.Interface
-	return func() (kubernetes.Interface, error) {
+	var c *Clients
+	return func() (Clients, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if client != nil {
-			return client, nil
+		if c != nil {
+			return *c, nil
 		}
-		cfg, err := RESTConfig(o)
+		built, err := NewClients(o)
 		if err != nil {
-			return nil, err
+			return Clients{}, err
 		}
-		c, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("creating Kubernetes client: %w", err)
-		}
-		client = c
-		return client, nil
+		c = &built
+		return built, nil
 	}
 }
 
-// NewClients builds the clients the command line needs.
-func NewClients(o ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) {
+// NewClients builds every client from one configuration.
+func NewClients(o ClientOptions) (Clients, error) {
 	cfg, err := RESTConfig(o)
 	if err != nil {
-		return nil, nil, err
+		return Clients{}, err
 	}
+	return ClientsForConfig(cfg)
+}
+
+// ClientsForConfig builds every client from a REST config as given (tests wrap it, e.g. to
+// count requests).
+func ClientsForConfig(cfg *rest.Config) (Clients, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating Kubernetes client: %w", err)
+		return Clients{}, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("creating Kubernetes metadata client: %w", err)
 	}
 	ro, err := rolloutsclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating Argo Rollouts client: %w", err)
+		return Clients{}, fmt.Errorf("creating Argo Rollouts client: %w", err)
 	}
-	return kube, ro, nil
+	return Clients{Kube: kube, Meta: meta, Rollouts: ro}, nil
 }

@@ -164,9 +164,9 @@ func decodeField(key string, v json.RawMessage, cfg *Config) error {
 	want := ""
 	switch key {
 	case "configMaps":
-		target, want = &cfg.ConfigMaps, "a list of names"
+		return decodeNames(key, v, &cfg.ConfigMaps)
 	case "secrets":
-		target, want = &cfg.Secrets, "a list of names"
+		return decodeNames(key, v, &cfg.Secrets)
 	case "allowUnreferenced":
 		target, want = &cfg.AllowUnreferenced, "true or false"
 	case "timeout":
@@ -181,17 +181,69 @@ func decodeField(key string, v json.RawMessage, cfg *Config) error {
 		err = strictErrs[0]
 	}
 	if err == nil {
+		if key == "timeout" && cfg.Timeout.Duration < time.Second {
+			return fmt.Errorf("timeout: %s is too short: the step waits in steps of seconds; use at least \"1s\", e.g. \"5m\", or leave it out for the default %s", string(bytes.TrimSpace(v)), DefaultTimeout)
+		}
 		return nil
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		path := key
 		if te.Field != "" && te.Field != key {
-			path = key + te.Field
+			// A nested field: name its path and the value found there.
+			return fmt.Errorf("%s.%s: got %s, want %s", key, te.Field, article(te.Value), nestedWant(te.Field, want))
 		}
-		return fmt.Errorf("%s: got %s, want %s", path, jsonKind(bytes.TrimSpace(v)), want)
+		return fmt.Errorf("%s: got %s, want %s", key, jsonKind(bytes.TrimSpace(v)), want)
 	}
 	return fmt.Errorf("%s: %v", key, err)
+}
+
+// decodeNames decodes a list of names element by element, so a wrong element is named by its
+// index ("secrets[1]: got a number, want a name").
+func decodeNames(key string, v json.RawMessage, out *[]string) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return fmt.Errorf("%s: got %s, want a list of names", key, jsonKind(bytes.TrimSpace(v)))
+	}
+	var problems []string
+	names := make([]string, 0, len(items))
+	for i, it := range items {
+		var n string
+		if err := json.Unmarshal(it, &n); err != nil {
+			problems = append(problems, fmt.Sprintf("%s[%d]: got %s, want a name", key, i, jsonKind(bytes.TrimSpace(it))))
+			continue
+		}
+		names = append(names, n)
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	*out = names
+	return nil
+}
+
+// article turns encoding/json's type word ("number", "object") into "a number", "an object".
+func article(t string) string {
+	switch t {
+	case "object", "array":
+		return "an " + map[string]string{"object": "object", "array": "list"}[t]
+	case "bool":
+		return "a boolean"
+	case "":
+		return "a value of the wrong type"
+	}
+	return "a " + t
+}
+
+func nestedWant(field, outer string) string {
+	switch {
+	case strings.HasSuffix(field, "matchLabels"):
+		return `an object of label keys to string values, e.g. {configmap-attacher/revisioned: "true"}`
+	case strings.Contains(field, "matchLabels"):
+		return `a string label value, e.g. "true"`
+	case strings.HasSuffix(field, "matchExpressions"):
+		return "a list of {key, operator, values}"
+	}
+	return "the shape of " + outer
 }
 
 // validate checks names; it returns every problem, not just the first.

@@ -10,7 +10,6 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -121,7 +120,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if writes(c) != 0 {
 		t.Errorf("dry run wrote %d times", writes(c))
 	}
-	for _, w := range []string{"dry run, nothing written", "would add owner ReplicaSet web-" + curHash + " to ConfigMap cfg-3, Secret sec-3", "discover would add 4 owner reference(s)"} {
+	for _, w := range []string{"dry run, nothing written", "would add ConfigMap cfg-3 ← web-" + curHash + "; Secret sec-3 ← web-" + curHash, "discover would add 4 owner reference(s)"} {
 		if !strings.Contains(res.Message, w) {
 			t.Errorf("message %q lacks %q", res.Message, w)
 		}
@@ -129,7 +128,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	// After a real run, the dry run has nothing to add.
 	newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
 	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"dryRun":true}`))
-	if !strings.Contains(res.Message, "no listed object lacks owner") {
+	if !strings.Contains(res.Message, "no listed object lacks an owner") {
 		t.Errorf("message %q", res.Message)
 	}
 }
@@ -162,7 +161,7 @@ func TestStepEvents(t *testing.T) {
 // TestAPIEvents writes a real core/v1 Event on the Rollout.
 func TestAPIEvents(t *testing.T) {
 	c := fake.NewClientset()
-	e := &APIEvents{Client: func() (kubernetes.Interface, error) { return c, nil }}
+	e := &APIEvents{Client: func() (Clients, error) { return clientsOf(c), nil }}
 	e.Event(testRollout(curHash), "Warning", ReasonAttachFailed, strings.Repeat("x", 2000))
 	list, _ := c.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
 	if len(list.Items) != 1 {

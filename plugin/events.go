@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -16,6 +17,8 @@ import (
 const (
 	ReasonAttached     = "ConfigAttached"
 	ReasonAttachFailed = "ConfigAttachFailed"
+	// ReasonDiscoverWarning: an older ReplicaSet's object could not be given its owner.
+	ReasonDiscoverWarning = "ConfigDiscoverWarning"
 )
 
 // EventRecorder records a Kubernetes Event on a Rollout.
@@ -38,10 +41,11 @@ func (e *APIEvents) Event(ro *v1alpha1.Rollout, eventType, reason, message strin
 	if ro == nil || e == nil || e.Client == nil {
 		return
 	}
-	client, err := e.Client()
+	clients, err := e.Client()
 	if err != nil {
 		return
 	}
+	client := clients.Kube
 	now := time.Now()
 	if e.Now != nil {
 		now = e.Now()
@@ -64,4 +68,52 @@ func (e *APIEvents) Event(ro *v1alpha1.Rollout, eventType, reason, message strin
 	if _, err := client.CoreV1().Events(ro.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && e.Log != nil {
 		e.Log.WithError(err).WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace}).Warn("could not record an event on the Rollout (needs create on events)")
 	}
+}
+
+// AsyncEvents hands events to a background writer through a small bounded queue, so that the
+// step's latency does not include an Event request. When the queue is full the event is
+// dropped and counted in the log: the step's message and Status stay the primary record.
+type AsyncEvents struct {
+	queue   chan asyncEvent
+	log     logrus.FieldLogger
+	mu      sync.Mutex
+	dropped int
+}
+
+type asyncEvent struct {
+	ro                      *v1alpha1.Rollout
+	eventType, reason, text string
+}
+
+// NewAsyncEvents starts the writer; size bounds the queue.
+func NewAsyncEvents(inner EventRecorder, size int, log logrus.FieldLogger) *AsyncEvents {
+	e := &AsyncEvents{queue: make(chan asyncEvent, size), log: log}
+	go func() {
+		for ev := range e.queue {
+			inner.Event(ev.ro, ev.eventType, ev.reason, ev.text)
+		}
+	}()
+	return e
+}
+
+// Event implements EventRecorder without waiting for the request.
+func (e *AsyncEvents) Event(ro *v1alpha1.Rollout, eventType, reason, message string) {
+	select {
+	case e.queue <- asyncEvent{ro.DeepCopy(), eventType, reason, message}:
+	default:
+		e.mu.Lock()
+		e.dropped++
+		n := e.dropped
+		e.mu.Unlock()
+		if e.log != nil {
+			e.log.WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "dropped": n}).Warn("event queue full: event dropped")
+		}
+	}
+}
+
+// Dropped counts the events dropped so far.
+func (e *AsyncEvents) Dropped() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dropped
 }

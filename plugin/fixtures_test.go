@@ -1,11 +1,14 @@
 package plugin
 
 import (
+	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 const testNS = "shop"
@@ -55,3 +58,6 @@ func testCM(name string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
 func testSecret(name string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS}, Data: map[string][]byte{"token": []byte("s3cr3t")}}
 }
+
+// clientsOf serves both clients from one typed fake.
+func clientsOf(c kubernetes.Interface) Clients { return Clients{Kube: c, Meta: fakemeta.New(c)} }

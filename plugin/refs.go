@@ -57,3 +57,47 @@ func TemplateReferences(spec *corev1.PodSpec) References {
 	})
 	return refs
 }
+
+// CredentialOnly returns the Secrets the pod spec uses only as credentials: image pull
+// secrets and the secretRef fields of volume sources (CSI nodePublishSecretRef, cephfs, rbd,
+// flexVolume, …). Such Secrets are shared by nature, so an explicit list does not make them
+// dependents unless they carry the opt-in label. Every other use the kubelet's walker counts
+// (secret volumes, projected secrets, envFrom, env secretKeyRef) is content.
+func CredentialOnly(spec *corev1.PodSpec) References {
+	out := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	if spec == nil {
+		return out
+	}
+	all := TemplateReferences(spec)
+	content := map[string]bool{}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.Secret != nil:
+			content[v.Secret.SecretName] = true
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.Secret != nil {
+					content[s.Secret.Name] = true
+				}
+			}
+		}
+	}
+	for c := range podutil.ContainerIter(spec, podutil.AllContainers) {
+		for _, ef := range c.EnvFrom {
+			if ef.SecretRef != nil {
+				content[ef.SecretRef.Name] = true
+			}
+		}
+		for _, ev := range c.Env {
+			if ev.ValueFrom != nil && ev.ValueFrom.SecretKeyRef != nil {
+				content[ev.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+	}
+	for name := range all.Secrets {
+		if !content[name] {
+			out.Secrets[name] = true
+		}
+	}
+	return out
+}

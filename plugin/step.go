@@ -13,15 +13,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+
+	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 // RequeueAfter is how soon a waiting step asks to be called again. The controller ignores
 // values up to 10 s (and then waits 30 s), so it must be above that floor.
 const RequeueAfter = 15 * time.Second
 
-// RunDeadline bounds one Run call: the controller's worker waits for it.
-const RunDeadline = 60 * time.Second
+// RunDeadline bounds one Run call: the controller's worker waits for it, and ten Rollouts at
+// this step would otherwise hold all ten default workers while the apiserver hangs.
+const RunDeadline = 20 * time.Second
 
 // StepStatus is the JSON object the step returns as its Status; the controller stores it in
 // status.canary.stepPluginStatuses[].status and passes it back on the next call.
@@ -47,15 +50,12 @@ type DiscoveredStatus struct {
 
 // SkipStatus records a listed object left alone because only other ReplicaSets use it.
 type SkipStatus struct {
-	Kind   Kind     `json:"kind"`
-	Name   string   `json:"name"`
+	Kind Kind   `json:"kind"`
+	Name string `json:"name"`
+	// Reason is rollback, older or credential.
+	Reason string   `json:"reason,omitempty"`
 	UsedBy []string `json:"usedBy"`
 }
-
-// ClientFunc returns the Kubernetes client. It is called on every Run so that a client that
-// failed to build (say, the apiserver was unreachable at start) is retried later instead of
-// failing InitPlugin, which the controller never retries.
-type ClientFunc func() (kubernetes.Interface, error)
 
 // Step implements the Run, Abort and Terminate operations of the step plugin. It holds no
 // per-rollout state: one Step serves every Rollout of the controller concurrently.
@@ -70,6 +70,8 @@ type Step struct {
 	Backoff wait.Backoff
 	// Events records Kubernetes Events on the Rollout (nil: none).
 	Events EventRecorder
+	// Policy is the administrator's (plugin args --require-opt-in, --opt-in-selector).
+	Policy Policy
 }
 
 func (s *Step) now() time.Time {
@@ -97,7 +99,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	if ro == nil || sc == nil {
 		return failed("the controller sent no Rollout or no step context: nothing to do"), types.RpcError{}
 	}
-	ref := Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector, PodHash: ro.Status.CurrentPodHash}
+	wl := Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
 	log := s.log().WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "step": sc.PluginName})
 
 	cfg, err := ParseConfig(sc.Config)
@@ -110,78 +112,77 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		_ = json.Unmarshal(sc.Status, &prev)
 	}
 
-	client, err := s.Client()
+	clients, err := s.Client()
 	if err != nil {
 		return types.RpcStepResult{}, rpcErr(fmt.Errorf("building the Kubernetes client: %w", err))
 	}
-	a := &Attacher{Client: client, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
+	a := &Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
 
-	rss, err := a.ListReplicaSets(ctx, ref)
+	rss, err := a.ListReplicaSets(ctx, wl)
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
-	if rss.Current == nil {
-		return s.wait(log, ro, ref, cfg, prev)
+	target := NewReplicaSet(ro, rss)
+	if target == nil {
+		return s.wait(log, ro, wl, cfg, prev)
 	}
-	if rss.Current.DeletionTimestamp != nil {
-		return s.verdict(log, ro, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it", rss.Current.Name)})
-	}
-	log = log.WithField("replicaset", rss.Current.Name)
+	log = log.WithField("replicaset", target.Name)
 	a.Log = log
 
-	plan := PlanAttach(rss, cfg.Objects(), cfg.AllowUnreferenced)
-	if err := plan.Err(); err != nil {
-		return s.verdict(log, ro, err)
-	}
-	st := StepStatus{ReplicaSet: rss.Current.Name, ReplicaSetUID: string(rss.Current.UID), DryRun: cfg.DryRun}
-	for _, sk := range plan.Skipped {
-		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, UsedBy: sk.UsedBy})
-	}
-	var disc Discovery
+	req := Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
+		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun}
 	if cfg.Discover != nil {
-		sel, err := cfg.Discover.LabelSelector()
-		if err != nil {
+		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
 			return s.verdict(log, ro, &FailError{"discover.selector: " + err.Error()})
 		}
-		if disc, err = a.PlanDiscover(ctx, ro.Namespace, rss, sel); err != nil {
-			return s.verdict(log, ro, err)
-		}
 	}
-	// The explicit list attaches its objects to the current ReplicaSet in this run.
-	disc = disc.Without(rss.Current, plan.Attach)
-	for _, add := range disc.Additions {
-		st.Discovered = append(st.Discovered, DiscoveredStatus{Kind: add.Object.Kind, Name: add.Object.Name, ReplicaSets: add.ReplicaSets})
+	res, err := a.Reconcile(ctx, req)
+	for _, w := range res.Warnings {
+		log.Warn(w)
+		s.event(ro, corev1.EventTypeWarning, ReasonDiscoverWarning, w)
 	}
-
-	if cfg.DryRun {
-		lacking, notFound, err := a.MissingOwner(ctx, rss.Current, plan.Attach)
-		if err != nil {
-			return s.verdict(log, ro, err)
-		}
-		msg := DryRunMessage(rss.Current.Name, lacking, notFound, disc)
-		st.setAttached(lacking)
-		log.Info(msg)
-		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
-	}
-
-	out := a.Apply(ctx, rss.Current, plan.Attach)
-	if err := out.Error(ro.Namespace); err != nil {
+	if err != nil {
 		return s.verdict(log, ro, err)
 	}
-	st.setAttached(out.Attached)
-	msg := SuccessMessage(rss.Current.Name, out.Attached, plan.Skipped)
-	if cfg.Discover != nil {
-		dout := a.ApplyDiscover(ctx, ro.Namespace, disc)
-		if err := dout.Error(ro.Namespace); err != nil {
-			return s.verdict(log, ro, fmt.Errorf("discover: %w", err))
+	st := StepStatus{ReplicaSet: target.Name, ReplicaSetUID: string(target.UID), DryRun: cfg.DryRun}
+	for _, sk := range res.Skipped {
+		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, Reason: sk.Reason, UsedBy: sk.UsedBy})
+	}
+	var discovered int
+	for _, w := range res.Added {
+		if !w.Listed {
+			st.Discovered = append(st.Discovered, DiscoveredStatus{Kind: w.Object.Kind, Name: w.Object.Name, ReplicaSets: w.Names()})
+			discovered++
 		}
-		msg += "; " + DiscoverMessage(disc)
 	}
-	log.Info(msg)
-	if len(out.Attached) > 0 || len(disc.Additions) > 0 {
-		s.event(ro, corev1.EventTypeNormal, ReasonAttached, msg)
+	if cfg.DryRun {
+		var would []Object
+		for _, w := range res.Added {
+			if w.Listed {
+				would = append(would, w.Object)
+			}
+		}
+		st.setAttached(would)
+	} else {
+		st.setAttached(res.Listed)
 	}
-	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: msg, Status: mustJSON(st)}, types.RpcError{}
+	log.Info(res.Message)
+	if !cfg.DryRun && (len(res.Listed) > 0 || discovered > 0) {
+		s.event(ro, corev1.EventTypeNormal, ReasonAttached, res.Message)
+	}
+	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: res.Message, Status: mustJSON(st)}, types.RpcError{}
+}
+
+// NewReplicaSet is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
+// given: argo-rollouts' FindNewReplicaSet (the template hash with status.collisionCount, then
+// the old hash, then template equality, which is what finds a re-used ReplicaSet after undo).
+// A Rollout whose spec.template is empty (a workloadRef the caller has not resolved) falls
+// back to the ReplicaSet labelled with status.currentPodHash.
+func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	if len(ro.Spec.Template.Spec.Containers) == 0 {
+		return ByPodHash(rss, ro.Status.CurrentPodHash)
+	}
+	return replicasetutil.FindNewReplicaSet(ro, rss)
 }
 
 func (st *StepStatus) setAttached(objs []Object) {
@@ -200,45 +201,16 @@ func (s *Step) event(ro *v1alpha1.Rollout, eventType, reason, msg string) {
 	}
 }
 
-// DiscoverMessage summarises what discovery added.
-func DiscoverMessage(d Discovery) string {
-	if len(d.Additions) == 0 {
-		return fmt.Sprintf("discover: every opted-in object in use already has its owners (%d)", d.Owned)
-	}
-	return fmt.Sprintf("discover: added %d owner reference(s): %s", countRefs(d), d)
-}
-
-// DryRunMessage says exactly which owner references a run would add.
-func DryRunMessage(rs string, lacking, notFound []Object, d Discovery) string {
-	msg := "dry run, nothing written: "
-	if len(lacking) > 0 {
-		msg += fmt.Sprintf("would add owner ReplicaSet %s to %s", rs, joinObjects(lacking))
-	} else {
-		msg += "no listed object lacks owner ReplicaSet " + rs
-	}
-	if len(notFound) > 0 {
-		msg += fmt.Sprintf("; not found (the step would fail): %s", joinObjects(notFound))
-	}
-	if len(d.Additions) > 0 {
-		msg += fmt.Sprintf("; discover would add %d owner reference(s): %s", countRefs(d), d)
-	}
-	return msg
-}
-
-func countRefs(d Discovery) int {
-	n := 0
-	for _, add := range d.Additions {
-		n += len(add.ReplicaSets)
-	}
-	return n
-}
-
 // wait returns Running while the ReplicaSet is missing, and Failed once the timeout passed
 // since the first wait (recorded in the Status, since the plugin keeps no memory).
-func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Rollout, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
-	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by Rollout %s", PodTemplateHashLabel, ref.PodHash, ref)
-	if ref.PodHash == "" {
-		what = fmt.Sprintf("Rollout %s to report status.currentPodHash", ref)
+func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Workload, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
+	what := fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of %s", ref)
+	switch {
+	case len(ro.Spec.Template.Spec.Containers) > 0:
+	case ro.Status.CurrentPodHash == "":
+		what = fmt.Sprintf("%s to report status.currentPodHash", ref)
+	default:
+		what = fmt.Sprintf("ReplicaSet with label %s=%s owned by %s", PodTemplateHashLabel, ro.Status.CurrentPodHash, ref)
 	}
 	since := s.now()
 	if prev.WaitingSince != nil {
@@ -299,7 +271,7 @@ func SuccessMessage(rs string, attached []Object, skipped []Skip) string {
 		msg = fmt.Sprintf("attached %s to ReplicaSet %s", strings.Join(counts, " and "), rs)
 	}
 	for _, sk := range skipped {
-		msg += fmt.Sprintf("; skipped %s: not used by %s but by %s (a rollback re-ran a newer step list)", sk.Object, rs, strings.Join(sk.UsedBy, ", "))
+		msg += "; " + skipMessage(sk, rs)
 	}
 	return msg
 }

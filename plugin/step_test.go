@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"io"
+
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
-	"io"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,7 @@ func quietLog() *logrus.Logger {
 }
 
 func newStep(c kubernetes.Interface) *Step {
-	return &Step{Client: func() (kubernetes.Interface, error) { return c, nil }, Concurrency: 4, Log: quietLog(),
+	return &Step{Client: func() (Clients, error) { return clientsOf(c), nil }, Concurrency: 4, Log: quietLog(),
 		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}}
 }
 
@@ -74,7 +75,7 @@ func owners(t *testing.T, c kubernetes.Interface, kind Kind, name string) []meta
 func hasOwner(refs []metav1.OwnerReference, uid string) bool {
 	for _, r := range refs {
 		if string(r.UID) == uid {
-			return r.APIVersion == "apps/v1" && r.Kind == "ReplicaSet" && r.Controller != nil && !*r.Controller && r.BlockOwnerDeletion == nil
+			return r.APIVersion == "apps/v1" && r.Kind == "ReplicaSet" && r.Controller == nil && r.BlockOwnerDeletion == nil
 		}
 	}
 	return false
@@ -332,7 +333,7 @@ func TestRunTransientErrors(t *testing.T) {
 
 func TestRunClientErrorAndBadConfig(t *testing.T) {
 	calls := 0
-	s := &Step{Client: func() (kubernetes.Interface, error) { calls++; return nil, errors.New("no kubeconfig") }, Log: quietLog()}
+	s := &Step{Client: func() (Clients, error) { calls++; return Clients{}, errors.New("no kubeconfig") }, Log: quietLog()}
 	res, rerr := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["a"]}`))
 	if !rerr.HasError() || !strings.Contains(rerr.Error(), "no kubeconfig") || res.Phase == types.PhaseFailed {
 		t.Errorf("client error: %s %v", res.Phase, rerr)

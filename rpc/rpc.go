@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
@@ -101,9 +103,14 @@ type Options struct {
 	LogLevel    string
 	LogFormat   string
 	Concurrency int
+	// Policy is --require-opt-in and --opt-in-selector. Plugin args live in
+	// argo-rollouts-config, which only cluster administrators change, so a Rollout's author
+	// cannot turn the policy off.
+	Policy plugin.Policy
 }
 
-// ParseArgs reads the plugin's args, e.g. ["--log-level", "debug", "--qps", "100"].
+// ParseArgs reads the plugin's args, e.g. ["--log-level", "debug", "--require-opt-in"]. It
+// reports every problem at once, in flag order.
 func ParseArgs(args []string, stderr io.Writer) (Options, error) {
 	var o Options
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
@@ -114,16 +121,32 @@ func ParseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
+	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
+	optIn := fs.String("opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("plugin args in argo-rollouts-config: %w", err)
 	}
+	var problems []string
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("plugin args in argo-rollouts-config: unexpected argument %q", fs.Arg(0))
+		problems = append(problems, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
-	for name, v := range map[string]float64{"--qps": *qps, "--burst": float64(o.Client.Burst), "--concurrency": float64(o.Concurrency)} {
-		if v <= 0 {
-			return o, fmt.Errorf("plugin args in argo-rollouts-config: %s %v: must be positive", name, v)
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"--qps", *qps}, {"--burst", float64(o.Client.Burst)}, {"--concurrency", float64(o.Concurrency)}} {
+		if p.v <= 0 {
+			problems = append(problems, fmt.Sprintf("%s %v: must be positive", p.name, p.v))
 		}
+	}
+	if sel, err := labels.Parse(*optIn); err != nil {
+		problems = append(problems, fmt.Sprintf("--opt-in-selector %q: %v", *optIn, err))
+	} else if sel.Empty() {
+		problems = append(problems, fmt.Sprintf("--opt-in-selector %q selects everything: give a label such as %s=true", *optIn, plugin.DefaultDiscoverLabel))
+	} else {
+		o.Policy.OptIn = sel
+	}
+	if len(problems) > 0 {
+		return o, fmt.Errorf("plugin args in argo-rollouts-config: %s", strings.Join(problems, "; "))
 	}
 	o.Client.QPS = float32(*qps)
 	return o, nil
@@ -147,8 +170,10 @@ func Serve(args []string, stderr io.Writer) int {
 	log.SetFormatter(pluginFormatter(o.LogFormat))
 	entry := log.WithField("plugin", "configmap-attacher")
 	client := plugin.LazyClient(o.Client)
-	step := &plugin.Step{Client: client, Log: entry, Concurrency: o.Concurrency,
-		Events: &plugin.APIEvents{Client: client, Log: entry}}
+	// Events are sent in the background: a step's latency does not include them.
+	events := plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: entry}, 64, entry)
+	step := &plugin.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
+	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String()}).Info("policy")
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         PluginMap(&StepPlugin{Step: step, Log: entry}),

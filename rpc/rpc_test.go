@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -127,8 +129,7 @@ func seededClientset() *fake.Clientset {
 
 // wantOwnerRef is the reference the plugin must add.
 func wantOwnerRef() metav1.OwnerReference {
-	no := false
-	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rsName, UID: rsUID, Controller: &no}
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rsName, UID: rsUID}
 }
 
 // syncBuffer is a goroutine-safe bytes.Buffer.
@@ -157,7 +158,7 @@ func testLogger(w io.Writer) *logrus.Entry {
 }
 
 func clientOf(c kubernetes.Interface) plugin.ClientFunc {
-	return func() (kubernetes.Interface, error) { return c, nil }
+	return func() (plugin.Clients, error) { return plugin.Clients{Kube: c, Meta: fakemeta.New(c)}, nil }
 }
 
 // serve starts the plugin server in-process exactly as rpc.Serve configures it (rpc.Handshake,
@@ -461,12 +462,12 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 	var calls atomic.Int32
 	var logs syncBuffer
 	step := &plugin.Step{
-		Client: func() (kubernetes.Interface, error) {
+		Client: func() (plugin.Clients, error) {
 			if calls.Add(1) == 1 {
 				var m map[string]int
 				m["boom"]++ // a real nil-map panic, not a panic(string)
 			}
-			return kube, nil
+			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube)}, nil
 		},
 		Log: testLogger(&logs),
 	}
@@ -505,7 +506,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 
 func TestRPCPanicWithoutLogger(t *testing.T) {
 	// A StepPlugin built without a logger must still recover (and not panic again in recover).
-	step := &plugin.Step{Client: func() (kubernetes.Interface, error) { panic("no client") }, Log: testLogger(io.Discard)}
+	step := &plugin.Step{Client: func() (plugin.Clients, error) { panic("no client") }, Log: testLogger(io.Discard)}
 	p, _ := serve(t, &rpc.StepPlugin{Step: step})
 	logrus.SetOutput(io.Discard)
 	t.Cleanup(func() { logrus.SetOutput(logrusDefaultOut) })
@@ -522,8 +523,8 @@ var logrusDefaultOut = logrus.StandardLogger().Out
 
 func TestRPCClientErrorIsRetriable(t *testing.T) {
 	step := &plugin.Step{
-		Client: func() (kubernetes.Interface, error) {
-			return nil, errors.New("no configuration has been provided")
+		Client: func() (plugin.Clients, error) {
+			return plugin.Clients{}, errors.New("no configuration has been provided")
 		},
 		Log: testLogger(io.Discard),
 	}

@@ -417,7 +417,12 @@ func discardLogger() *logrus.Logger {
 // Rollout), on cfg, without the process boundary. events=false leaves the events out.
 func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 	cs := clientset(b, cfg)
-	client := func() (kubernetes.Interface, error) { return cs, nil }
+	cl, err := plugin.ClientsForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl.Kube = cs
+	client := func() (plugin.Clients, error) { return cl, nil }
 	log := discardLogger().WithField("plugin", "configmap-attacher")
 	s := &plugin.Step{Client: client, Log: log, Concurrency: 8}
 	if events {

@@ -11,13 +11,10 @@ import (
 	"testing"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -37,15 +34,7 @@ func runAudit(t *testing.T, cli *plugin.AuditCLI, args ...string) (int, string, 
 func countedAudit(cfg *rest.Config, counter *cluster.Counter) *plugin.AuditCLI {
 	cfg = counter.Wrap(cfg)
 	return &plugin.AuditCLI{
-		NewClients: func(plugin.ClientOptions) (kubernetes.Interface, rolloutsclient.Interface, error) {
-			k, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return nil, nil, err
-			}
-			r, err := rolloutsclient.NewForConfig(cfg)
-			return k, r, err
-		},
-		NewMetadata: func(plugin.ClientOptions) (metadata.Interface, error) { return metadata.NewForConfig(cfg) },
+		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
 	}
 }
 

@@ -158,7 +158,7 @@ func quietLog() *logrus.Logger {
 func step(cfg *rest.Config) *plugin.Step {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = plugin.DefaultQPS, plugin.DefaultBurst
-	return &plugin.Step{Log: quietLog(), Client: func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) }}
+	return &plugin.Step{Log: quietLog(), Client: func() (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) }}
 }
 
 func run(t *testing.T, s *plugin.Step, ro *v1alpha1.Rollout, hash string, config any) types.RpcStepResult {

@@ -1,0 +1,97 @@
+// Package fakemeta is a test double: a metadata client for ConfigMaps and Secrets backed by a
+// typed (usually fake) clientset.
+package fakemeta
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+)
+
+// New serves the metadata client's ConfigMap and Secret calls (Get, List, Patch) from a typed
+// client, so that a unit test keeps one fake clientset — its actions and reactors — for both
+// clients. Production code reads ConfigMaps and Secrets only through the real metadata client;
+// the integration tests check the Accept header of its requests.
+func New(c kubernetes.Interface) metadata.Interface { return kubeMeta{c} }
+
+type kubeMeta struct{ c kubernetes.Interface }
+
+func (k kubeMeta) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return kubeMetaGetter{c: k.c, resource: gvr.Resource}
+}
+
+type kubeMetaGetter struct {
+	metadata.ResourceInterface // cluster-scoped calls: unused
+	c                          kubernetes.Interface
+	resource                   string
+}
+
+func (g kubeMetaGetter) Namespace(ns string) metadata.ResourceInterface {
+	return kubeMetaResource{c: g.c, resource: g.resource, ns: ns}
+}
+
+type kubeMetaResource struct {
+	metadata.ResourceInterface // unused methods
+	c                          kubernetes.Interface
+	resource, ns               string
+}
+
+func partial(kind string, m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}, ObjectMeta: m}
+}
+
+func (r kubeMetaResource) Get(ctx context.Context, name string, opts metav1.GetOptions, _ ...string) (*metav1.PartialObjectMetadata, error) {
+	if r.resource == "secrets" {
+		s, err := r.c.CoreV1().Secrets(r.ns).Get(ctx, name, opts)
+		if err != nil {
+			return nil, err
+		}
+		return partial("Secret", s.ObjectMeta), nil
+	}
+	cm, err := r.c.CoreV1().ConfigMaps(r.ns).Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return partial("ConfigMap", cm.ObjectMeta), nil
+}
+
+func (r kubeMetaResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	out := &metav1.PartialObjectMetadataList{}
+	if r.resource == "secrets" {
+		l, err := r.c.CoreV1().Secrets(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("Secret", it.ObjectMeta))
+		}
+		return out, nil
+	}
+	l, err := r.c.CoreV1().ConfigMaps(r.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range l.Items {
+		out.Items = append(out.Items, *partial("ConfigMap", it.ObjectMeta))
+	}
+	return out, nil
+}
+
+func (r kubeMetaResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, _ ...string) (*metav1.PartialObjectMetadata, error) {
+	if r.resource == "secrets" {
+		s, err := r.c.CoreV1().Secrets(r.ns).Patch(ctx, name, pt, data, opts)
+		if err != nil {
+			return nil, err
+		}
+		return partial("Secret", s.ObjectMeta), nil
+	}
+	cm, err := r.c.CoreV1().ConfigMaps(r.ns).Patch(ctx, name, pt, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	return partial("ConfigMap", cm.ObjectMeta), nil
+}

@@ -1,0 +1,211 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// Workload kinds whose ReplicaSets own config.
+const (
+	KindRollout    = "Rollout"
+	KindDeployment = "Deployment"
+)
+
+// Workload is the controller of a set of ReplicaSets: a Rollout (any strategy, workloadRef
+// included) or a Deployment. The core needs only its identity and selector.
+type Workload struct {
+	Kind      string
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Selector is spec.selector (for a workloadRef Rollout, the Deployment's selector).
+	Selector *metav1.LabelSelector
+}
+
+func (w Workload) String() string {
+	kind := w.Kind
+	if kind == "" {
+		kind = KindRollout
+	}
+	return kind + " " + w.Namespace + "/" + w.Name
+}
+
+// OptInSelector is the default opt-in label selector, configmap-attacher/revisioned=true.
+func OptInSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"})
+}
+
+// resourceOf is the metadata client's resource for a kind.
+func resourceOf(k Kind) schema.GroupVersionResource {
+	if k == KindSecret {
+		return corev1.SchemeGroupVersion.WithResource("secrets")
+	}
+	return corev1.SchemeGroupVersion.WithResource("configmaps")
+}
+
+// OwnerPatch is the strategic merge patch that adds the ReplicaSets as owners. ObjectMeta
+// declares ownerReferences with patchMergeKey uid, so the apiserver merges these entries into
+// the list by UID: no read, no read-modify-write race with the garbage collector (which edits
+// the same list), other owners untouched, and a repeat is a no-op that leaves the
+// resourceVersion as it was. The entry carries only the identifying fields: `controller` is
+// left out (false is its default), so an entry already there with the same UID — the original
+// tool's `controller: true` — keeps every field it has.
+func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte {
+	type ref struct {
+		APIVersion string    `json:"apiVersion"`
+		Kind       string    `json:"kind"`
+		Name       string    `json:"name"`
+		UID        types.UID `json:"uid"`
+	}
+	refs := make([]ref, 0, len(rss))
+	for _, rs := range rss {
+		refs = append(refs, ref{"apps/v1", "ReplicaSet", rs.Name, rs.UID})
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}}) // cannot fail: fixed types
+	return b
+}
+
+// Live reports whether a ReplicaSet may become an owner: one being deleted may not, since
+// an object whose only owner is being deleted is collected with it.
+func Live(rs *appsv1.ReplicaSet) bool { return rs != nil && rs.DeletionTimestamp == nil }
+
+// MissingOwners is the one missing-owner computation of every mode: the live ReplicaSets
+// among rss whose pod template references obj and that owners does not name yet (by UID).
+// refs, when not nil, holds each ReplicaSet's references (same order as rss) so a caller
+// looping over many objects walks each template once.
+func MissingOwners(obj Object, owners []metav1.OwnerReference, rss []*appsv1.ReplicaSet, refs []References) []*appsv1.ReplicaSet {
+	have := make(map[types.UID]bool, len(owners))
+	for _, o := range owners {
+		have[o.UID] = true
+	}
+	var out []*appsv1.ReplicaSet
+	for i, rs := range rss {
+		if !Live(rs) || have[rs.UID] {
+			continue
+		}
+		var r References
+		if refs != nil {
+			r = refs[i]
+		} else {
+			r = TemplateReferences(&rs.Spec.Template.Spec)
+		}
+		if r.Has(obj) {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// SortReplicaSets orders ReplicaSets oldest first by creationTimestamp, ties by name: the
+// order the Rollouts controller uses (controller.ReplicaSetsByCreationTimestamp). Revision
+// numbers are not used: undo gives a re-used ReplicaSet the newest revision.
+func SortReplicaSets(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool {
+		a, b := rss[i].CreationTimestamp, rss[j].CreationTimestamp
+		if a.Equal(&b) {
+			return rss[i].Name < rss[j].Name
+		}
+		return a.Before(&b)
+	})
+}
+
+// call runs one API request with a per-request deadline and retries of transient errors,
+// stopping as soon as ctx is done: the one retry helper of the package.
+func (a *Attacher) call(ctx context.Context, f func(context.Context) error) error {
+	return retry.OnError(a.backoff(), func(err error) bool { return ctx.Err() == nil && isTransient(err) }, func() error {
+		rctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
+		defer cancel()
+		return f(rctx)
+	})
+}
+
+// objectMeta is what the core keeps of a ConfigMap or Secret: never its data.
+type objectMeta struct {
+	Labels map[string]string
+	Owners []metav1.OwnerReference
+}
+
+// listMeta lists the metadata of the ConfigMaps or Secrets of ns that match sel, through the
+// metadata client: the data never leaves the apiserver.
+func (a *Attacher) listMeta(ctx context.Context, ns string, k Kind, sel labels.Selector) (map[string]objectMeta, error) {
+	out := map[string]objectMeta{}
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(resourceOf(k)).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		clear(out)
+		for _, it := range l.Items {
+			out[it.Name] = objectMeta{Labels: it.Labels, Owners: it.OwnerReferences}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, a.readError(err, "list", k, ns)
+	}
+	return out, nil
+}
+
+// getMeta reads one object's metadata (nil, nil when it does not exist).
+func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMeta, error) {
+	var m *objectMeta
+	err := a.call(ctx, func(ctx context.Context) error {
+		obj, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
+		if err == nil {
+			m = &objectMeta{Labels: obj.Labels, Owners: obj.OwnerReferences}
+		}
+		return err
+	})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, a.readError(err, "get", o.Kind, ns)
+	}
+	return m, nil
+}
+
+func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
+	res := resourceOf(k).Resource
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to %s %s in namespace %s (%s): grant %s on %s, see %s", verb, res, ns, apiMessage(err), verb, res, a.rbacHint())}
+	}
+	return fmt.Errorf("%s %s in namespace %s: %w", verb, res, ns, err)
+}
+
+// patchOwners sends one patch adding every ReplicaSet in rss as an owner of o.
+func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, rss []*appsv1.ReplicaSet) error {
+	patch := OwnerPatch(rss...)
+	return a.call(ctx, func(ctx context.Context) error {
+		_, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if err != nil && isTransient(err) {
+			a.log().WithField("object", o.String()).WithError(err).Debug("transient error, retrying")
+		}
+		return err
+	})
+}
+
+// AddOwners is the write of every mode: one add-only patch that makes each live ReplicaSet
+// in rss an owner of o (ReplicaSets being deleted are dropped; nothing to add is no request).
+func (a *Attacher) AddOwners(ctx context.Context, ns string, o Object, rss []*appsv1.ReplicaSet) error {
+	var live []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if Live(rs) {
+			live = append(live, rs)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return a.patchOwners(ctx, ns, o, live)
+}
