@@ -62,20 +62,26 @@ release:
 clean:
 	rm -rf bin dist
 
-## image: the command-line (Job) mode as an OCI image, built without a Docker engine
-## (hack/image: FROM scratch, nonroot 65532, SOURCE_DATE_EPOCH timestamps). Writes a tarball
-## for `docker load`, `podman load` or `crane push`, and an OCI layout (`crane push` of the
-## directory keeps the printed digest). Timestamps: the last commit's time.
+## image: one OCI image index for linux/amd64 and linux/arm64, built without a Docker engine
+## (hack/image: FROM scratch, nonroot 65532, the standard OCI labels, SOURCE_DATE_EPOCH
+## timestamps: the last commit's time), as an OCI layout that `crane push` pushes as one tag:
+##   crane push dist/configmap-attacher-image.oci $(IMAGE_REPO):$(VERSION)
+## The same image runs the Job, the controller, and `install-plugin DIR` (the Argo Rollouts
+## controller's initContainer).
 IMAGE_REPO ?= ghcr.io/configmap-attacher/configmap-attacher
-IMAGE_ARCH ?= amd64
+IMAGE_ARCHS := amd64 arm64
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE_OCI ?= dist/configmap-attacher-image.oci
 .PHONY: image
 image: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags '$(LDFLAGS)' \
-	  -o bin/configmap-attacher-linux-$(IMAGE_ARCH) .
-	go run ./hack/image -binary bin/configmap-attacher-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
-	  -tag $(IMAGE_REPO):$(VERSION) -out dist/configmap-attacher-image-$(IMAGE_ARCH).tar \
-	  -oci-layout dist/configmap-attacher-image-$(IMAGE_ARCH).oci
+	for a in $(IMAGE_ARCHS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags '$(LDFLAGS)' \
+	    -o bin/configmap-attacher-linux-$$a . || exit 1; \
+	done
+	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
+	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=bin/configmap-attacher-linux-$(a)) \
+	  -oci-layout $(IMAGE_OCI) -digest-file $(IMAGE_OCI).digest
 
 ## fuzz: run each fuzz target for FUZZTIME (the seed corpora also run in `make test`).
 FUZZTIME ?= 1m

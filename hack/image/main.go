@@ -1,55 +1,73 @@
-// Command image builds the configmap-attacher container image (the command-line/Job mode)
-// without a Docker engine: FROM scratch, one layer with the static binary, /etc/passwd and
-// /etc/group for the nonroot user (65532), and an empty /tmp. It writes a tarball that
-// `docker load`, `podman load` and `crane push` accept, and optionally an OCI image layout.
+// Command image builds the configmap-attacher container image without a Docker engine: one OCI
+// image index (a multi-arch tag) holding, per linux architecture, an image FROM scratch with one
+// layer: the static binary, /etc/passwd and /etc/group for the nonroot user (65532), and an empty
+// /tmp. The same image runs the command line (Job), the controller, and `install-plugin DIR` as
+// the Argo Rollouts controller's initContainer.
 //
-//	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -o bin/configmap-attacher-linux-amd64 .
-//	go run ./hack/image -binary bin/configmap-attacher-linux-amd64 -arch amd64 \
-//	    -tag ghcr.io/configmap-attacher/configmap-attacher:v1.0.0 -out dist/configmap-attacher-image-amd64.tar
+// It writes an OCI image layout whose index.json names that one index, so `crane push` pushes
+// the whole index as one tag and prints the digest this command printed:
+//
+//	for a in amd64 arm64; do CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-linux-$a .; done
+//	go run ./hack/image -tag ghcr.io/configmap-attacher/configmap-attacher:v1.0.0 \
+//	    -binary linux/amd64=bin/configmap-attacher-linux-amd64 -binary linux/arm64=bin/configmap-attacher-linux-arm64 \
+//	    -revision "$(git rev-parse HEAD)" -oci-layout dist/configmap-attacher-image.oci
+//	crane push dist/configmap-attacher-image.oci ghcr.io/configmap-attacher/configmap-attacher:v1.0.0
 //
 // Timestamps are SOURCE_DATE_EPOCH (or the Unix epoch), so the digest depends only on the
-// binary, the arch and the tag's version.
+// binaries, the tag's version and the labels.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	binary := fs.String("binary", "", "static linux binary (CGO_ENABLED=0) to put at "+build.BinaryPath)
-	arch := fs.String("arch", "amd64", "architecture the binary was built for: amd64 or arm64")
+	var platforms []build.Platform
+	fs.Func("binary", "linux/ARCH=PATH: a static linux binary (CGO_ENABLED=0) for ARCH (amd64 or arm64); repeat per platform, in index order", func(s string) error {
+		plat, path, ok := strings.Cut(s, "=")
+		arch, found := strings.CutPrefix(plat, "linux/")
+		if !ok || !found || arch == "" || path == "" {
+			return fmt.Errorf("%q: want linux/ARCH=PATH", s)
+		}
+		platforms = append(platforms, build.Platform{Arch: arch, Binary: path})
+		return nil
+	})
 	tagStr := fs.String("tag", "", "image reference, e.g. ghcr.io/configmap-attacher/configmap-attacher:v1.0.0; its tag is the version label")
-	out := fs.String("out", "", "tarball to write (docker load / podman load / crane push)")
-	ociDir := fs.String("oci-layout", "", "also write an OCI image layout to this directory (replaced if it exists)")
+	ociDir := fs.String("oci-layout", "", "OCI image layout directory to write (replaced if it exists); `crane push DIR TAG` pushes the index")
+	digestFile := fs.String("digest-file", "", "also write the index's digest (sha256:…) to this file")
 	source := fs.String("source", build.DefaultSource, "org.opencontainers.image.source label")
+	revision := fs.String("revision", "", "org.opencontainers.image.revision label (the commit)")
+	licenses := fs.String("licenses", build.DefaultLicenses, "org.opencontainers.image.licenses label")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if *binary == "" || *tagStr == "" || *out == "" || fs.NArg() > 0 {
+	if len(platforms) == 0 || *tagStr == "" || *ociDir == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("-binary, -tag and -out are required; no arguments")
+		return fmt.Errorf("-binary (at least one), -tag and -oci-layout are required; no arguments")
 	}
 	tag, err := name.NewTag(*tagStr, name.StrictValidation)
 	if err != nil {
@@ -59,69 +77,76 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	img, err := build.Build(build.Options{
-		Binary:  *binary,
-		Arch:    *arch,
-		Version: tag.TagStr(),
-		Source:  *source,
-		Created: created,
-	})
+	idx, err := build.BuildIndex(build.Options{
+		Version:  tag.TagStr(),
+		Source:   *source,
+		Revision: *revision,
+		Licenses: *licenses,
+		Created:  created,
+	}, platforms)
 	if err != nil {
 		return err
 	}
 
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	if err := os.RemoveAll(*ociDir); err != nil {
+		return fmt.Errorf("replacing %s: %w", *ociDir, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(*ociDir), 0o755); err != nil {
 		return err
 	}
-	if err := tarball.WriteToFile(*out, tag, img); err != nil {
+	p, err := layout.Write(*ociDir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", *ociDir, err)
+	}
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": tag.TagStr(),
+		"io.containerd.image.name":          tag.Name(),
+	})); err != nil {
+		return fmt.Errorf("writing %s: %w", *ociDir, err)
+	}
+
+	digest, err := idx.Digest()
+	if err != nil {
 		return err
 	}
-	if *ociDir != "" {
-		if err := os.RemoveAll(*ociDir); err != nil {
+	if *digestFile != "" {
+		if err := os.WriteFile(*digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
 			return err
 		}
-		p, err := layout.Write(*ociDir, empty.Index)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "image:  %s\n", tag.Name())
+	fmt.Fprintf(stdout, "oci:    %s  (crane push %s %s)\n", *ociDir, *ociDir, tag.Name())
+	fmt.Fprintf(stdout, "digest: %s  (the index: %s@%s)\n", digest, tag.Context().Name(), digest)
+	for _, d := range im.Manifests {
+		img, err := idx.Image(d.Digest)
 		if err != nil {
 			return err
 		}
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-			"org.opencontainers.image.ref.name": tag.TagStr(),
-			"io.containerd.image.name":          tag.Name(),
-		})); err != nil {
+		n, err := compressedSize(img)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(stdout, "  %s: %s, layers %d bytes compressed\n", d.Platform, d.Digest, n)
 	}
+	return nil
+}
 
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	configDigest, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
+func compressedSize(img v1.Image) (int64, error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	var compressed int64
+	var total int64
 	for _, l := range layers {
 		n, err := l.Size()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		compressed += n
+		total += n
 	}
-	fmt.Printf("image:  %s\n", tag.Name())
-	fmt.Printf("tar:    %s\n", *out)
-	if *ociDir != "" {
-		fmt.Printf("oci:    %s\n", *ociDir)
-	}
-	// The OCI manifest's digest: the image's digest once pushed from the OCI layout. A docker
-	// tarball keeps no manifest (docker load / crane push make their own); the image ID
-	// (`docker images --no-trunc`, `podman images --no-trunc`) is the config's digest.
-	fmt.Printf("digest: %s\n", digest)
-	fmt.Printf("id:     %s\n", configDigest)
-	fmt.Printf("layers: %d bytes compressed\n", compressed)
-	return nil
+	return total, nil
 }

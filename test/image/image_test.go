@@ -1,16 +1,19 @@
-// Package image tests the container image hack/image builds: it builds the static binary and
-// the image tarball into a temporary directory, reads the tarball back, checks the config and
-// the filesystem, and runs the binary extracted from the image.
+// Package image tests the container image hack/image builds: one OCI image index for
+// linux/amd64 and linux/arm64. It builds both static binaries and the index, checks the index,
+// each platform's config and filesystem, that two builds give the same digest, pushes it to an
+// in-process registry (go-containerregistry's pkg/registry) exactly as `crane push` pushes an OCI
+// layout and pulls it back by tag, runs the binary extracted from the image (-version and
+// install-plugin DIR), and (controller_test.go) starts the real Argo Rollouts controller on the
+// plugin that install-plugin put into DIR.
 package image
 
 import (
 	"archive/tar"
 	"bytes"
-	"debug/buildinfo"
-	"debug/elf"
-	"errors"
-	"fmt"
 	"io"
+	"log"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -23,20 +26,14 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
-)
-
-const (
-	version = "v0.0.0-imagetest"
-	ref     = "ghcr.io/configmap-attacher/configmap-attacher:" + version
-	epoch   = 1700000000 // SOURCE_DATE_EPOCH
-	pkg     = "github.com/configmap-attacher/configmap-attacher"
 )
 
 // wantFS is every entry of the image's filesystem: no shell, no package manager, nothing else.
@@ -54,172 +51,286 @@ var wantFS = map[string]struct {
 	"tmp":                {tar.TypeDir, 0o1777, 0, 0},
 }
 
-func TestImage(t *testing.T) {
+const revision = "0123456789abcdef0123456789abcdef01234567"
+
+func wantLabels() map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.source":      "https://github.com/configmap-attacher/configmap-attacher",
+		"org.opencontainers.image.version":     version,
+		"org.opencontainers.image.revision":    revision,
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+		"org.opencontainers.image.created":     "2023-11-14T22:13:20Z", // epoch
+		"org.opencontainers.image.title":       "configmap-attacher",
+		"org.opencontainers.image.description": build.Description,
+	}
+}
+
+func TestImageIndex(t *testing.T) {
 	start := time.Now()
 	root := moduleRoot(t)
-	arch := runtime.GOARCH
-	if arch != "amd64" && arch != "arm64" {
-		arch = "amd64"
-	}
+	bins := binaries(t)
 	dir := t.TempDir()
+	var platforms []build.Platform
+	var binaryArgs []string
+	for _, a := range archs {
+		checkStatic(t, bins[a], a)
+		platforms = append(platforms, build.Platform{Arch: a, Binary: bins[a]})
+		binaryArgs = append(binaryArgs, "-binary", "linux/"+a+"="+bins[a])
+	}
 
-	// The binary, as `make image` builds it.
-	bin := filepath.Join(dir, "configmap-attacher-linux-"+arch)
-	goCmd(t, root, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + arch},
-		"build", "-trimpath", "-ldflags", "-s -w -X "+pkg+"/plugin.Version="+version, "-o", bin, ".")
-	binInfo, err := os.Stat(bin)
+	// Two builds in process, and one through the command (with SOURCE_DATE_EPOCH): one digest.
+	opts := build.Options{Version: version, Revision: revision, Created: time.Unix(epoch, 0)}
+	idx, err := build.BuildIndex(opts, platforms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("binary built in %s", time.Since(start).Round(time.Millisecond))
-	checkStatic(t, bin, arch)
-
-	// The image, in process, and through the command (with SOURCE_DATE_EPOCH): same digest.
-	img, err := build.Build(build.Options{Binary: bin, Arch: arch, Version: version, Created: time.Unix(epoch, 0)})
+	want, err := idx.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag(ref)
+	again, err := build.BuildIndex(opts, platforms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tarPath := filepath.Join(dir, "image.tar")
-	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
-		t.Fatal(err)
+	if d, _ := again.Digest(); d != want {
+		t.Errorf("second build: index digest %s, first %s: not reproducible", d, want)
 	}
-	want, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cliTar := filepath.Join(dir, "cli", "image.tar")
+	ociDir := filepath.Join(dir, "configmap-attacher-image.oci")
+	digestFile := filepath.Join(dir, "digest")
 	out := goCmd(t, root, []string{"SOURCE_DATE_EPOCH=" + strconv.Itoa(epoch)},
-		"run", "./hack/image", "-binary", bin, "-arch", arch, "-tag", ref, "-out", cliTar,
-		"-oci-layout", filepath.Join(dir, "oci"))
+		append([]string{"run", "./hack/image", "-tag", ref, "-revision", revision, "-oci-layout", ociDir, "-digest-file", digestFile}, binaryArgs...)...)
 	if !strings.Contains(out, "digest: "+want.String()) {
 		t.Errorf("hack/image printed\n%s\nwant digest %s (the in-process build's): not reproducible", out, want)
 	}
-
-	if mt, err := img.MediaType(); err != nil || mt != types.OCIManifestSchema1 {
-		t.Errorf("manifest media type %q (%v)", mt, err)
+	if b, err := os.ReadFile(digestFile); err != nil || string(b) != want.String()+"\n" {
+		t.Errorf("-digest-file holds %q (%v), want %q", b, err, want.String()+"\n")
 	}
-	// The OCI layout keeps the manifest: same digest.
-	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "oci"))
+	// A different SOURCE_DATE_EPOCH must change the digest: the timestamps are really in it.
+	other, err := build.BuildIndex(build.Options{Version: version, Revision: revision, Created: time.Unix(epoch+1, 0)}, platforms)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d, _ := other.Digest(); d == want {
+		t.Errorf("another SOURCE_DATE_EPOCH gives the same digest %s", d)
+	}
+
+	// The index: OCI, one manifest per platform in order, each descriptor's platform right,
+	// annotated with the labels.
+	checkIndex(t, idx, bins)
+
+	// The layout on disk: index.json names the one index (so `crane push DIR TAG` pushes it as
+	// one tag without --index), with the tag's version as its ref name.
+	lp, err := layout.ImageIndexFromPath(ociDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := lp.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lm.Manifests) != 1 || lm.Manifests[0].Digest != want || lm.Manifests[0].MediaType != types.OCIImageIndex ||
+		lm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
+		t.Fatalf("OCI layout index.json %+v, want one image index %s named %s", lm, want, version)
+	}
+
+	// Push as crane push does for a directory (cmd/crane/cmd/push.go loadImage: one entry whose
+	// media type is an index → remote.WriteIndex), to an in-process registry; pull by tag.
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(u.Host + "/configmap-attacher/configmap-attacher:" + version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromLayout, err := lp.ImageIndex(lm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(tag, fromLayout); err != nil {
+		t.Fatalf("push %s: %v", tag, err)
+	}
+	pulled, err := remote.Index(tag)
+	if err != nil {
+		t.Fatalf("pull %s: %v", tag, err)
+	}
+	if d, _ := pulled.Digest(); d != want {
+		t.Errorf("pulled %s: digest %s, pushed %s", tag, d, want)
+	}
+	desc, err := remote.Head(tag)
+	if err != nil || desc.MediaType != types.OCIImageIndex || desc.Digest != want {
+		t.Errorf("HEAD %s: %+v (%v), want an OCI index %s", tag, desc, err, want)
+	}
+	checkIndex(t, pulled, bins)
+	// What a node pulls: the manifest of its platform, from the one tag.
+	for _, a := range archs {
+		img, err := remote.Image(tag, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: a}))
+		if err != nil {
+			t.Fatalf("pull %s for linux/%s: %v", tag, a, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil || cf.Architecture != a {
+			t.Errorf("pull %s for linux/%s: got architecture %q (%v)", tag, a, cf.Architecture, err)
+		}
+	}
+
+	// Each platform's filesystem, from the pulled index; the host's binary is run.
+	im, _ := pulled.IndexManifest()
+	var sizes []string
+	for i, d := range im.Manifests {
+		a := archs[i]
+		img, err := pulled.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("linux/%s: %d layers (%v), want 1", a, len(layers), err)
+		}
+		n, _ := layers[0].Size()
+		sizes = append(sizes, "linux/"+a+" "+d.Digest.String()+" "+strconv.FormatInt(n, 10)+" bytes compressed")
+		rootfs := filepath.Join(dir, "rootfs-"+a)
+		checkFilesystem(t, img, rootfs, a, bins[a])
+		if a == runtime.GOARCH && runtime.GOOS == "linux" {
+			runEntrypoint(t, rootfs)
+		}
+	}
+	t.Logf("index %s digest %s (%s), built, pushed and pulled in %s", ref, want, strings.Join(sizes, "; "), time.Since(start).Round(time.Millisecond))
+}
+
+// checkIndex checks an index: OCI media type, the labels as annotations, one manifest per
+// arch in order with its platform, each config's platform and labels, and each image's binary.
+func checkIndex(t *testing.T, idx v1.ImageIndex, bins map[string]string) {
+	t.Helper()
+	if mt, err := idx.MediaType(); err != nil || mt != types.OCIImageIndex {
+		t.Errorf("index media type %q (%v), want %q", mt, err, types.OCIImageIndex)
 	}
 	im, err := idx.IndexManifest()
-	if err != nil || len(im.Manifests) != 1 || im.Manifests[0].Digest != want ||
-		im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
-		t.Errorf("OCI layout index %+v (%v), want one manifest %s named %s", im, err, want, version)
-	}
-
-	// Read the tarball back. A docker tarball keeps the config and the layers, not the
-	// manifest (docker load makes its own), so compare those.
-	loaded, err := tarball.ImageFromPath(tarPath, &tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []func(v1.Image) (v1.Hash, error){v1.Image.ConfigName, layerDigest, layerDiffID} {
-		a, errA := f(img)
-		b, errB := f(loaded)
-		if errA != nil || errB != nil || a != b {
-			t.Errorf("tarball: %v (%v), built: %v (%v)", b, errB, a, errA)
+	for k, v := range wantLabels() {
+		if im.Annotations[k] != v {
+			t.Errorf("index annotation %s=%q, want %q", k, im.Annotations[k], v)
 		}
 	}
-	if id, _ := img.ConfigName(); !strings.Contains(out, "id:     "+id.String()) {
-		t.Errorf("hack/image printed\n%s\nwant id %s", out, id)
+	if len(im.Manifests) != len(archs) {
+		t.Fatalf("index has %d manifests, want %d (%v)", len(im.Manifests), len(archs), archs)
 	}
-	cf, err := loaded.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cf.Config
-	if c.User != "65532:65532" || !slices.Equal(c.Entrypoint, []string{"/configmap-attacher"}) ||
-		len(c.Cmd) != 0 || c.WorkingDir != "/" {
-		t.Errorf("config: User %q Entrypoint %q Cmd %q WorkingDir %q", c.User, c.Entrypoint, c.Cmd, c.WorkingDir)
-	}
-	if cf.OS != "linux" || cf.Architecture != arch {
-		t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, arch)
-	}
-	for k, v := range map[string]string{
-		"org.opencontainers.image.source":  "https://github.com/configmap-attacher/configmap-attacher",
-		"org.opencontainers.image.version": version,
-		"org.opencontainers.image.title":   "configmap-attacher",
-	} {
-		if c.Labels[k] != v {
-			t.Errorf("label %s=%q, want %q", k, c.Labels[k], v)
+	for i, d := range im.Manifests {
+		a := archs[i]
+		variant := map[string]string{"arm64": "v8"}[a]
+		if d.MediaType != types.OCIManifestSchema1 || d.Platform == nil || d.Platform.OS != "linux" ||
+			d.Platform.Architecture != a || d.Platform.Variant != variant {
+			t.Errorf("manifest %d: media type %s platform %+v, want %s linux/%s %q", i, d.MediaType, d.Platform, types.OCIManifestSchema1, a, variant)
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS != "linux" || cf.Architecture != a || cf.Variant != variant {
+			t.Errorf("linux/%s config: platform %s/%s/%s", a, cf.OS, cf.Architecture, cf.Variant)
+		}
+		c := cf.Config
+		if c.User != "65532:65532" || !slices.Equal(c.Entrypoint, []string{"/configmap-attacher"}) ||
+			len(c.Cmd) != 0 || c.WorkingDir != "/" {
+			t.Errorf("linux/%s config: User %q Entrypoint %q Cmd %q WorkingDir %q", a, c.User, c.Entrypoint, c.Cmd, c.WorkingDir)
+		}
+		for k, v := range wantLabels() {
+			if c.Labels[k] != v {
+				t.Errorf("linux/%s label %s=%q, want %q", a, k, c.Labels[k], v)
+			}
+		}
+		if !cf.Created.Time.Equal(time.Unix(epoch, 0)) {
+			t.Errorf("linux/%s created %v, want %v", a, cf.Created.Time, time.Unix(epoch, 0).UTC())
 		}
 	}
-	if !cf.Created.Time.Equal(time.Unix(epoch, 0)) {
-		t.Errorf("created %v, want %v", cf.Created.Time, time.Unix(epoch, 0).UTC())
-	}
-	layers, err := loaded.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers %d (%v), want 1", len(layers), err)
-	}
-	compressed, err := layers[0].Size()
-	if err != nil {
-		t.Fatal(err)
-	}
+}
 
-	// The filesystem.
-	rootfs := filepath.Join(dir, "rootfs")
-	files := extract(t, mutate.Extract(loaded), rootfs)
+// checkFilesystem extracts img under rootfs and checks every entry and the binary.
+func checkFilesystem(t *testing.T, img v1.Image, rootfs, arch, bin string) {
+	t.Helper()
+	files := extract(t, mutate.Extract(img), rootfs)
 	for n, w := range wantFS {
 		h, ok := files[n]
 		if !ok {
-			t.Errorf("/%s: missing", n)
+			t.Errorf("linux/%s /%s: missing", arch, n)
 			continue
 		}
 		if h.Typeflag != w.typ || h.Mode&0o7777 != w.mode || h.Uid != w.uid || h.Gid != w.gid {
-			t.Errorf("/%s: type %q mode %#o owner %d:%d, want type %q mode %#o owner %d:%d",
-				n, h.Typeflag, h.Mode&0o7777, h.Uid, h.Gid, w.typ, w.mode, w.uid, w.gid)
+			t.Errorf("linux/%s /%s: type %q mode %#o owner %d:%d, want type %q mode %#o owner %d:%d",
+				arch, n, h.Typeflag, h.Mode&0o7777, h.Uid, h.Gid, w.typ, w.mode, w.uid, w.gid)
 		}
 		if !h.ModTime.Equal(time.Unix(epoch, 0)) {
-			t.Errorf("/%s: mtime %v", n, h.ModTime)
+			t.Errorf("linux/%s /%s: mtime %v", arch, n, h.ModTime)
 		}
 	}
 	for n := range files {
 		if _, ok := wantFS[n]; !ok {
-			t.Errorf("/%s: unexpected in the image", n)
+			t.Errorf("linux/%s /%s: unexpected in the image", arch, n)
 		}
 		if b := path.Base(n); b == "sh" || b == "bash" || b == "ash" || b == "busybox" {
-			t.Errorf("/%s: a shell in the image", n)
+			t.Errorf("linux/%s /%s: a shell in the image", arch, n)
 		}
 	}
 	passwd, _ := os.ReadFile(filepath.Join(rootfs, "etc/passwd"))
 	group, _ := os.ReadFile(filepath.Join(rootfs, "etc/group"))
 	if !hasLinePrefix(string(passwd), "nonroot:x:65532:65532:") {
-		t.Errorf("/etc/passwd has no nonroot 65532:65532:\n%s", passwd)
+		t.Errorf("linux/%s /etc/passwd has no nonroot 65532:65532:\n%s", arch, passwd)
 	}
 	if !hasLinePrefix(string(group), "nonroot:x:65532:") {
-		t.Errorf("/etc/group has no nonroot 65532:\n%s", group)
+		t.Errorf("linux/%s /etc/group has no nonroot 65532:\n%s", arch, group)
 	}
-
-	// The binary in the image: the one built, static, and it runs.
 	imgBin := filepath.Join(rootfs, "configmap-attacher")
-	if a, b := fileBytes(t, bin), fileBytes(t, imgBin); !bytes.Equal(a, b) {
-		t.Errorf("/configmap-attacher in the image differs from the binary built")
+	if !bytes.Equal(fileBytes(t, bin), fileBytes(t, imgBin)) {
+		t.Errorf("linux/%s: /configmap-attacher in the image differs from the binary built", arch)
 	}
 	checkStatic(t, imgBin, arch)
-	if runtime.GOOS != "linux" || runtime.GOARCH != arch {
-		t.Logf("not running the linux/%s binary on %s/%s", arch, runtime.GOOS, runtime.GOARCH)
-	} else {
-		cmd := exec.Command(imgBin, "-version")
-		cmd.Dir = rootfs
-		cmd.Env = []string{} // in particular no ARGO_ROLLOUTS_RPC_PLUGIN: the command-line mode
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Errorf("/configmap-attacher -version: %v\n%s", err, stderr.String())
-		}
-		if got := stdout.String(); got != "configmap-attacher "+version+"\n" {
-			t.Errorf("/configmap-attacher -version printed %q, want %q", got, "configmap-attacher "+version+"\n")
-		}
-	}
+}
 
-	t.Logf("image %s digest %s: layer %d bytes compressed, binary %d bytes, in %s",
-		ref, want, compressed, binInfo.Size(), time.Since(start).Round(time.Millisecond))
+// runEntrypoint runs the image's entrypoint from the extracted filesystem as a container runtime
+// would (working directory /, an empty environment: in particular no ARGO_ROLLOUTS_RPC_PLUGIN):
+// -version, then install-plugin into a directory as the controller's initContainer does.
+func runEntrypoint(t *testing.T, rootfs string) {
+	t.Helper()
+	entry := filepath.Join(rootfs, "configmap-attacher")
+	stdout, stderr, err := run(rootfs, entry, "-version")
+	if err != nil || stdout != "configmap-attacher "+version+"\n" {
+		t.Errorf("/configmap-attacher -version: %q %v\n%s", stdout, err, stderr)
+	}
+	dst := t.TempDir()
+	stdout, stderr, err = run(rootfs, entry, "install-plugin", dst)
+	if err != nil {
+		t.Fatalf("/configmap-attacher install-plugin %s: %v\n%s", dst, err, stderr)
+	}
+	installed := filepath.Join(dst, "configmap-attacher")
+	if !strings.HasPrefix(stdout, "installed "+installed+" (") {
+		t.Errorf("install-plugin printed %q", stdout)
+	}
+	fi, err := os.Stat(installed)
+	if err != nil || fi.Mode() != 0o755 || !bytes.Equal(fileBytes(t, installed), fileBytes(t, entry)) {
+		t.Errorf("installed %s: %v %v, want a 0755 copy of the entrypoint", installed, fi, err)
+	}
+	if _, stderr, err := run(rootfs, entry, "install-plugin", filepath.Join(dst, "missing")); err == nil ||
+		!strings.Contains(stderr, "does not exist") {
+		t.Errorf("install-plugin into a missing directory: %v, stderr %q", err, stderr)
+	}
+}
+
+func run(dir, bin string, args ...string) (string, string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
 }
 
 func TestBuildRejects(t *testing.T) {
@@ -243,138 +354,16 @@ func TestBuildRejects(t *testing.T) {
 			t.Errorf("Build(%+v): no error", o)
 		}
 	}
+	for _, ps := range [][]build.Platform{
+		nil,
+		{{Arch: other, Binary: self}},
+		{{Arch: runtime.GOARCH, Binary: bin}, {Arch: runtime.GOARCH, Binary: bin}},
+	} {
+		if _, err := build.BuildIndex(build.Options{Version: "v1"}, ps); err == nil {
+			t.Errorf("BuildIndex(%+v): no error", ps)
+		}
+	}
 	if _, err := build.CreatedFromEnv(func(string) string { return "yesterday" }); err == nil {
 		t.Errorf("SOURCE_DATE_EPOCH=yesterday: no error")
 	}
-}
-
-// checkStatic fails unless bin is a linux/arch Go binary built with CGO_ENABLED=0 that
-// needs no dynamic loader and no shared library.
-func checkStatic(t *testing.T, bin, arch string) {
-	t.Helper()
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			t.Errorf("%s: has %v: dynamically linked", bin, p.Type)
-		}
-	}
-	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
-		t.Errorf("%s: needs %v", bin, libs)
-	}
-	wantMachine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
-	if f.Machine != wantMachine || f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
-		t.Errorf("%s: machine %v OS ABI %v, want %v", bin, f.Machine, f.OSABI, wantMachine)
-	}
-	bi, err := buildinfo.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settings := map[string]string{}
-	for _, s := range bi.Settings {
-		settings[s.Key] = s.Value
-	}
-	if settings["CGO_ENABLED"] != "0" || settings["GOOS"] != "linux" || settings["GOARCH"] != arch || settings["-trimpath"] != "true" {
-		t.Errorf("%s: build settings %v, want CGO_ENABLED=0 GOOS=linux GOARCH=%s -trimpath", bin, settings, arch)
-	}
-}
-
-// extract writes the regular files and directories of the flattened filesystem under dir and
-// returns every entry's header by its cleaned relative name.
-func extract(t *testing.T, r io.ReadCloser, dir string) map[string]*tar.Header {
-	t.Helper()
-	defer r.Close()
-	files := map[string]*tar.Header{}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := path.Clean(strings.TrimPrefix(h.Name, "/"))
-		if !filepath.IsLocal(n) {
-			t.Fatalf("entry %q escapes the root", h.Name)
-		}
-		files[n] = h
-		p := filepath.Join(dir, filepath.FromSlash(n))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				var f *os.File
-				if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode&0o777)); err == nil {
-					_, err = io.Copy(f, tr)
-					if cerr := f.Close(); err == nil {
-						err = cerr
-					}
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return files
-}
-
-func layerDigest(img v1.Image) (v1.Hash, error) {
-	ls, err := img.Layers()
-	if err != nil || len(ls) != 1 {
-		return v1.Hash{}, fmt.Errorf("%d layers (%v), want 1", len(ls), err)
-	}
-	return ls[0].Digest()
-}
-
-func layerDiffID(img v1.Image) (v1.Hash, error) {
-	ls, err := img.Layers()
-	if err != nil || len(ls) != 1 {
-		return v1.Hash{}, fmt.Errorf("%d layers (%v), want 1", len(ls), err)
-	}
-	return ls[0].DiffID()
-}
-
-func goCmd(t *testing.T, dir string, env []string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("go env GOMOD: %q %v", out, err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-func hasLinePrefix(s, prefix string) bool {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func fileBytes(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

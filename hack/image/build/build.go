@@ -1,9 +1,12 @@
-// Package build assembles the configmap-attacher container image from a static linux binary,
-// without a Docker engine or a base image: one layer on top of an empty image, holding the
-// binary, /etc/passwd and /etc/group entries for the non-root user, and an empty /tmp.
+// Package build assembles the configmap-attacher container image from static linux binaries,
+// without a Docker engine or a base image: per architecture, one layer on top of an empty image,
+// holding the binary, /etc/passwd and /etc/group entries for the non-root user, and an empty
+// /tmp; BuildIndex puts the images of several architectures into one OCI image index (what a
+// multi-arch tag points to: the runtime pulls the manifest of its own platform).
 //
 // The image is reproducible: every timestamp (file modification times, the config's created
-// time, the history entry) is Options.Created, so the same binary gives the same digest.
+// time, the history entry, the created label) is Options.Created, so the same binaries give the
+// same digests.
 package build
 
 import (
@@ -36,6 +39,11 @@ const (
 	DefaultSource = "https://github.com/configmap-attacher/configmap-attacher"
 	// Title is the org.opencontainers.image.title label.
 	Title = "configmap-attacher"
+	// DefaultLicenses is the org.opencontainers.image.licenses label when Options.Licenses is
+	// empty (an SPDX expression).
+	DefaultLicenses = "Apache-2.0"
+	// Description is the org.opencontainers.image.description label.
+	Description = "Argo Rollouts step plugin, command line (Job), controller and plugin installer (install-plugin DIR) in one static binary"
 )
 
 // Passwd and Group are the image's /etc/passwd and /etc/group.
@@ -56,6 +64,11 @@ type Options struct {
 	Version string
 	// Source is the org.opencontainers.image.source label; DefaultSource if empty.
 	Source string
+	// Revision is the org.opencontainers.image.revision label (the source's commit); omitted
+	// if empty.
+	Revision string
+	// Licenses is the org.opencontainers.image.licenses label; DefaultLicenses if empty.
+	Licenses string
 	// Created is every timestamp in the image; the zero value means the Unix epoch.
 	Created time.Time
 }
@@ -87,13 +100,8 @@ func Build(o Options) (v1.Image, error) {
 	if o.Version == "" {
 		return nil, fmt.Errorf("no version")
 	}
-	if o.Source == "" {
-		o.Source = DefaultSource
-	}
-	created := o.Created.UTC()
-	if o.Created.IsZero() {
-		created = time.Unix(0, 0).UTC()
-	}
+	created := o.created()
+	labels := o.Labels()
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
 		return nil, err
@@ -138,11 +146,7 @@ func Build(o Options) (v1.Image, error) {
 		User:       User,
 		Entrypoint: []string{BinaryPath},
 		WorkingDir: "/",
-		Labels: map[string]string{
-			"org.opencontainers.image.source":  o.Source,
-			"org.opencontainers.image.version": o.Version,
-			"org.opencontainers.image.title":   Title,
-		},
+		Labels:     labels,
 	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, err
@@ -160,6 +164,77 @@ func Build(o Options) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.CreatedAt(img, v1.Time{Time: created})
+}
+
+func (o Options) created() time.Time {
+	if o.Created.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return o.Created.UTC()
+}
+
+// Labels are the image config's labels (and the index's annotations): the standard OCI ones.
+func (o Options) Labels() map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.source":      o.Source,
+		"org.opencontainers.image.version":     o.Version,
+		"org.opencontainers.image.revision":    o.Revision,
+		"org.opencontainers.image.licenses":    o.Licenses,
+		"org.opencontainers.image.created":     o.created().Format(time.RFC3339),
+		"org.opencontainers.image.title":       Title,
+		"org.opencontainers.image.description": Description,
+	}
+	if l["org.opencontainers.image.source"] == "" {
+		l["org.opencontainers.image.source"] = DefaultSource
+	}
+	if l["org.opencontainers.image.licenses"] == "" {
+		l["org.opencontainers.image.licenses"] = DefaultLicenses
+	}
+	if o.Revision == "" {
+		delete(l, "org.opencontainers.image.revision")
+	}
+	return l
+}
+
+// Platform is one image of an index: a static binary built for linux/Arch.
+type Platform struct {
+	Arch   string // amd64 or arm64
+	Binary string
+}
+
+// BuildIndex returns an OCI image index holding one image per platform (each built by Build
+// with o's labels and timestamps and the platform's binary and arch), in the given order, each
+// manifest descriptor carrying its platform; the index carries the same labels as annotations.
+func BuildIndex(o Options, platforms []Platform) (v1.ImageIndex, error) {
+	if len(platforms) == 0 {
+		return nil, fmt.Errorf("no platforms")
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	seen := map[string]bool{}
+	for _, p := range platforms {
+		if seen[p.Arch] {
+			return nil, fmt.Errorf("platform linux/%s given twice", p.Arch)
+		}
+		seen[p.Arch] = true
+		po := o
+		po.Arch, po.Binary = p.Arch, p.Binary
+		img, err := Build(po)
+		if err != nil {
+			return nil, fmt.Errorf("linux/%s: %w", p.Arch, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add: img,
+			Descriptor: v1.Descriptor{
+				MediaType: types.OCIManifestSchema1,
+				Platform:  &v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant},
+			},
+		})
+	}
+	return mutate.Annotations(idx, o.Labels()).(v1.ImageIndex), nil
 }
 
 // checkStatic fails unless bin is a linux ELF executable for machine that needs no dynamic

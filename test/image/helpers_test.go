@@ -1,0 +1,198 @@
+package image
+
+import (
+	"archive/tar"
+	"debug/buildinfo"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	version = "v0.0.0-imagetest"
+	repo    = "ghcr.io/configmap-attacher/configmap-attacher"
+	ref     = repo + ":" + version
+	epoch   = 1700000000 // SOURCE_DATE_EPOCH
+	pkg     = "github.com/configmap-attacher/configmap-attacher"
+)
+
+// archs are the image's platforms (linux/...), in index order.
+var archs = []string{"amd64", "arm64"}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	bins    map[string]string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binaries builds the static linux binaries of every arch once per test binary, as `make image`
+// builds them, and returns their paths by arch.
+func binaries(t *testing.T) map[string]string {
+	t.Helper()
+	binOnce.Do(func() {
+		start := time.Now()
+		if binDir, binErr = os.MkdirTemp("", "cma-image-bin-"); binErr != nil {
+			return
+		}
+		bins = map[string]string{}
+		root, err := moduleRootErr()
+		if err != nil {
+			binErr = err
+			return
+		}
+		for _, a := range archs {
+			p := filepath.Join(binDir, "configmap-attacher-linux-"+a)
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X "+pkg+"/plugin.Version="+version, "-o", p, ".")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("go build linux/%s: %v\n%s", a, err, out)
+				return
+			}
+			bins[a] = p
+		}
+		fmt.Fprintf(os.Stderr, "test/image: built linux/%v binaries in %s\n", archs, time.Since(start).Round(time.Millisecond))
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return bins
+}
+func checkStatic(t *testing.T, bin, arch string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("%s: has %v: dynamically linked", bin, p.Type)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("%s: needs %v", bin, libs)
+	}
+	wantMachine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
+	if f.Machine != wantMachine || f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
+		t.Errorf("%s: machine %v OS ABI %v, want %v", bin, f.Machine, f.OSABI, wantMachine)
+	}
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["CGO_ENABLED"] != "0" || settings["GOOS"] != "linux" || settings["GOARCH"] != arch || settings["-trimpath"] != "true" {
+		t.Errorf("%s: build settings %v, want CGO_ENABLED=0 GOOS=linux GOARCH=%s -trimpath", bin, settings, arch)
+	}
+}
+
+// extract writes the regular files and directories of the flattened filesystem under dir and
+// returns every entry's header by its cleaned relative name.
+func extract(t *testing.T, r io.ReadCloser, dir string) map[string]*tar.Header {
+	t.Helper()
+	defer r.Close()
+	files := map[string]*tar.Header{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := path.Clean(strings.TrimPrefix(h.Name, "/"))
+		if !filepath.IsLocal(n) {
+			t.Fatalf("entry %q escapes the root", h.Name)
+		}
+		files[n] = h
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				var f *os.File
+				if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode&0o777)); err == nil {
+					_, err = io.Copy(f, tr)
+					if cerr := f.Close(); err == nil {
+						err = cerr
+					}
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+func goCmd(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	d, err := moduleRootErr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func moduleRootErr() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		return "", fmt.Errorf("go env GOMOD: %q %v", out, err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+func hasLinePrefix(s, prefix string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func fileBytes(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
