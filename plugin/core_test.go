@@ -1,0 +1,329 @@
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// aged is testRS created at t0+offset.
+func aged(hash string, uid k8stypes.UID, offset time.Duration, spec corev1.PodSpec) *appsv1.ReplicaSet {
+	rs := testRS(hash, uid, rolloutUID, spec)
+	rs.CreationTimestamp = metav1.Time{Time: t0.Add(offset)}
+	return rs
+}
+
+// timeline: rev-a (oldest, cfg-a), rev-b (cfg-b, shared), rev-c (newest, cfg-c, shared).
+func timeline(extra ...runtime.Object) *fake.Clientset {
+	objs := []runtime.Object{
+		aged("rev-a", "uid-a", 0, podSpec([]string{"cfg-a"}, nil)),
+		aged("rev-b", "uid-b", time.Minute, podSpec([]string{"cfg-b", "shared"}, nil)),
+		aged("rev-c", "uid-c", 2*time.Minute, podSpec([]string{"cfg-c", "shared"}, nil)),
+		testCM("cfg-a"), testCM("cfg-b"), testCM("cfg-c"), testCM("shared"),
+	}
+	return fake.NewClientset(append(objs, extra...)...)
+}
+
+func patchesOf(c *fake.Clientset) map[string]string {
+	out := map[string]string{}
+	for _, a := range c.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			out[p.GetResource().Resource+"/"+p.GetName()] = string(p.GetPatch())
+		}
+	}
+	return out
+}
+
+// TestRuleTable runs every row of the README's table through the step.
+func TestRuleTable(t *testing.T) {
+	for _, tc := range []struct {
+		name, target, config string
+		phase                types.StepPhase
+		want                 []string // in the message
+		patched              []string // resource/name patched
+		owners               map[string][]k8stypes.UID
+	}{
+		{name: "referenced by the target: target and every other user in one patch", target: "rev-b", config: `{"configMaps":["shared"]}`,
+			phase: types.PhaseSuccessful, want: []string{"attached 1 ConfigMap to ReplicaSet web-rev-b"},
+			patched: []string{"configmaps/shared"}, owners: map[string][]k8stypes.UID{"shared": {"uid-b", "uid-c"}}},
+		{name: "used only by newer ReplicaSets: rollback, skipped", target: "rev-a", config: `{"configMaps":["cfg-a","cfg-c"]}`,
+			phase: types.PhaseSuccessful, want: []string{"skipped ConfigMap cfg-c", "web-rev-c, created after it", "rollback"},
+			patched: []string{"configmaps/cfg-a"}, owners: map[string][]k8stypes.UID{"cfg-a": {"uid-a"}}},
+		{name: "undo where nothing listed is used by the restored ReplicaSet", target: "rev-a", config: `{"configMaps":["cfg-c","shared"]}`,
+			phase: types.PhaseSuccessful, want: []string{"attached nothing to ReplicaSet web-rev-a", "skipped ConfigMap cfg-c", "skipped ConfigMap shared"}},
+		{name: "used only by older ReplicaSets and nothing listed used by the target: stale", target: "rev-c", config: `{"configMaps":["cfg-a","cfg-b"]}`,
+			phase: types.PhaseFailed, want: []string{"the step list is stale", "ReplicaSet web-rev-c", "ConfigMap cfg-a (used by web-rev-a)", "ConfigMap cfg-b (used by web-rev-b)"}},
+		{name: "an older revision's object beside the target's: successful, said so", target: "rev-c", config: `{"configMaps":["cfg-c","cfg-a"]}`,
+			phase: types.PhaseSuccessful, want: []string{"attached 1 ConfigMap to ReplicaSet web-rev-c", "skipped ConfigMap cfg-a", "only by the older web-rev-a"},
+			patched: []string{"configmaps/cfg-c"}},
+		{name: "used by no ReplicaSet: refused", target: "rev-c", config: `{"configMaps":["cfg-c","lonely"]}`,
+			phase: types.PhaseFailed, want: []string{"refusing to attach ConfigMap lonely", "allowUnreferenced"}},
+		{name: "used by no ReplicaSet, allowUnreferenced: the target only", target: "rev-c", config: `{"configMaps":["lonely"],"allowUnreferenced":true}`,
+			phase: types.PhaseSuccessful, patched: []string{"configmaps/lonely"}, owners: map[string][]k8stypes.UID{"lonely": {"uid-c"}}},
+		{name: "absent after the grace: fails naming it, siblings attached", target: "rev-c", config: `{"configMaps":["cfg-c","ghost"],"allowUnreferenced":true}`,
+			phase: types.PhaseFailed, want: []string{"not found in namespace shop: ConfigMap ghost", "attached meanwhile, and correct: ConfigMap cfg-c"},
+			patched: []string{"configmaps/cfg-c", "configmaps/ghost"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := timeline(testCM("lonely"))
+			c.ClearActions()
+			res, rerr := newStep(c).Run(testRollout("rev-"+strings.TrimPrefix(tc.target, "rev-")), stepCtx(tc.config))
+			if rerr.HasError() || res.Phase != tc.phase {
+				t.Fatalf("phase %s (%s), err %v; want %s", res.Phase, res.Message, rerr, tc.phase)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.Message, w) {
+					t.Errorf("message %q lacks %q", res.Message, w)
+				}
+			}
+			got := patchesOf(c)
+			if len(got) != len(tc.patched) {
+				t.Errorf("patched %v, want %v", got, tc.patched)
+			}
+			for _, p := range tc.patched {
+				if _, ok := got[p]; !ok {
+					t.Errorf("%s not patched (patches: %v)", p, got)
+				}
+			}
+			if tc.phase == types.PhaseFailed && len(tc.patched) == 0 && writes(c) != 0 {
+				t.Errorf("a failed run wrote %d times", writes(c))
+			}
+			for name, want := range tc.owners {
+				refs := owners(t, c, KindConfigMap, name)
+				if len(refs) != len(want) {
+					t.Errorf("%s owners %v, want %v", name, refs, want)
+					continue
+				}
+				for _, uid := range want {
+					if !hasOwner(refs, string(uid)) {
+						t.Errorf("%s owners %v lack %s", name, refs, uid)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRollbackTieCountsAsRollback: ReplicaSets created in the same second cannot be ordered;
+// as in the controller's isRollbackWithinWindow, the newer list is then skipped, not failed.
+func TestRollbackTieCountsAsRollback(t *testing.T) {
+	c := fake.NewClientset(aged("rev-a", "uid-a", 0, podSpec([]string{"cfg-a"}, nil)), aged("rev-b", "uid-b", 0, podSpec([]string{"cfg-b"}, nil)), testCM("cfg-b"))
+	res, _ := newStep(c).Run(testRollout("rev-a"), stepCtx(`{"configMaps":["cfg-b"]}`))
+	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "rollback") {
+		t.Errorf("%s %s", res.Phase, res.Message)
+	}
+}
+
+func labelled(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cm.Labels[DefaultDiscoverLabel] = "true"
+	return cm
+}
+
+func TestRequireOptIn(t *testing.T) {
+	c := timeline(labelled(testCM("cfg-c2")))
+	rs, _ := c.AppsV1().ReplicaSets(testNS).Get(t.Context(), "web-rev-c", metav1.GetOptions{})
+	rs.Spec.Template.Spec = podSpec([]string{"cfg-c", "cfg-c2", "shared"}, nil)
+	_, _ = c.AppsV1().ReplicaSets(testNS).Update(t.Context(), rs, metav1.UpdateOptions{})
+	s := newStep(c)
+	s.Policy = Policy{RequireOptIn: true}
+	c.ClearActions()
+	res, _ := s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c","cfg-c2"]}`))
+	if res.Phase != types.PhaseFailed {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	for _, w := range []string{"refusing to attach ConfigMap cfg-c:", "--require-opt-in", "kubectl label configmap cfg-c -n shop configmap-attacher/revisioned=true", "generatorOptions.labels"} {
+		if !strings.Contains(res.Message, w) {
+			t.Errorf("message %q lacks %q", res.Message, w)
+		}
+	}
+	if strings.Contains(res.Message, "cfg-c2") {
+		t.Errorf("the labelled object is named as refused: %s", res.Message)
+	}
+	if writes(c) != 0 {
+		t.Errorf("refused run wrote %d times", writes(c))
+	}
+	// Labelled objects pass; discovery adopts only labelled objects even with its own selector.
+	res, _ = s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
+	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-c2"), "uid-c") {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	for _, name := range []string{"cfg-a", "cfg-b", "cfg-c", "shared"} {
+		if len(owners(t, c, KindConfigMap, name)) != 0 {
+			t.Errorf("%s is not opted in but got an owner under the policy", name)
+		}
+	}
+	// Without the policy, the same discovery selector adopts them.
+	s.Policy = Policy{}
+	res, _ = s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
+	if res.Phase != types.PhaseSuccessful || len(owners(t, c, KindConfigMap, "cfg-a")) != 1 {
+		t.Errorf("planted check: without the policy discovery must adopt cfg-a: %s", res.Message)
+	}
+}
+
+func TestCredentialsNotAttached(t *testing.T) {
+	spec := podSpec([]string{"cfg"}, nil)
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "x", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-cred"}}}})
+	labelledPull := testSecret("pull-2")
+	labelledPull.Labels = map[string]string{DefaultDiscoverLabel: "true"}
+	spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "pull-2"})
+	c := fake.NewClientset(aged("rev", "uid", 0, spec), testCM("cfg"), testSecret("pull"), testSecret("csi-cred"), labelledPull)
+	c.ClearActions()
+	res, _ := newStep(c).Run(testRollout("rev"), stepCtx(`{"configMaps":["cfg"],"secrets":["pull","csi-cred","pull-2"]}`))
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	for _, w := range []string{"skipped Secret pull:", "skipped Secret csi-cred:", "only as a credential"} {
+		if !strings.Contains(res.Message, w) {
+			t.Errorf("message %q lacks %q", res.Message, w)
+		}
+	}
+	got := patchesOf(c)
+	if _, ok := got["secrets/pull"]; ok {
+		t.Error("an image pull secret was attached")
+	}
+	if _, ok := got["secrets/csi-cred"]; ok {
+		t.Error("a CSI secret was attached")
+	}
+	if _, ok := got["secrets/pull-2"]; !ok {
+		t.Error("an opted-in pull secret must be attached")
+	}
+	if refs := CredentialOnly(&spec); !refs.Secrets["pull"] || !refs.Secrets["csi-cred"] || refs.Secrets["cfg"] {
+		t.Errorf("CredentialOnly %v", refs.Secrets)
+	}
+}
+
+// TestNeverAddDeletingOwner: a ReplicaSet with a deletionTimestamp is never added, neither for
+// the explicit list nor by discovery.
+func TestNeverAddDeletingOwner(t *testing.T) {
+	dying := aged("rev-b", "uid-b", time.Minute, podSpec([]string{"shared", "cfg-b"}, nil))
+	dying.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
+	dying.Finalizers = []string{"foregroundDeletion"}
+	c := fake.NewClientset(aged("rev-c", "uid-c", 2*time.Minute, podSpec([]string{"shared"}, nil)), dying, optedIn(testCM("shared")), optedIn(testCM("cfg-b")))
+	res, _ := newStep(c).Run(testRollout("rev-c"), stepCtx(`{"configMaps":["shared"],"discover":{}}`))
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	if refs := owners(t, c, KindConfigMap, "shared"); len(refs) != 1 || refs[0].UID != "uid-c" {
+		t.Errorf("shared owners %v, want only uid-c", refs)
+	}
+	if refs := owners(t, c, KindConfigMap, "cfg-b"); len(refs) != 0 {
+		t.Errorf("discovery added the ReplicaSet being deleted: %v", refs)
+	}
+}
+
+// TestDiscoveryProblemIsAWarning: a 404 on an older ReplicaSet's object (collected between the
+// list and the patch) is reported, but the explicit list decides the phase.
+func TestDiscoveryProblemIsAWarning(t *testing.T) {
+	c := historyWorld()
+	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.PatchAction).GetName() == "cfg-1" {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "cfg-1")
+		}
+		return false, nil, nil
+	})
+	ev := &recordingEvents{}
+	s := newStep(c)
+	s.Events = ev
+	res, rerr := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"discover":{}}`))
+	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %s %v", res.Phase, res.Message, rerr)
+	}
+	if !strings.Contains(res.Message, "warning: could not add owner web-rev1 to ConfigMap cfg-1: it no longer exists") {
+		t.Errorf("message %q", res.Message)
+	}
+	if strings.Contains(res.Message, "fix the name in the step config") {
+		t.Errorf("tells the user to fix a name they never wrote: %q", res.Message)
+	}
+	if !ev.has(corev1.EventTypeWarning, ReasonDiscoverWarning) {
+		t.Errorf("no Warning event: %v", ev.events)
+	}
+}
+
+type recordingEvents struct{ events []string }
+
+func (r *recordingEvents) Event(_ *v1alpha1.Rollout, eventType, reason, msg string) {
+	r.events = append(r.events, eventType+" "+reason+" "+msg)
+}
+
+func (r *recordingEvents) has(eventType, reason string) bool {
+	for _, e := range r.events {
+		if strings.HasPrefix(e, eventType+" "+reason+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestOwnerPatchAddsOnly(t *testing.T) {
+	rs := aged("rev", "uid-rev", 0, podSpec([]string{"cfg"}, nil))
+	var body map[string]map[string][]map[string]any
+	if err := json.Unmarshal(OwnerPatch(rs), &body); err != nil {
+		t.Fatal(err)
+	}
+	ref := body["metadata"]["ownerReferences"][0]
+	if _, ok := ref["controller"]; ok || len(ref) != 4 {
+		t.Errorf("patch entry %v: want apiVersion, kind, name, uid only", ref)
+	}
+	// The original tool's controller: true entry with the same UID keeps its fields.
+	yes := true
+	legacy := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes, BlockOwnerDeletion: &yes}
+	c := fake.NewClientset(rs, testCM("cfg", legacy))
+	if res, _ := newStep(c).Run(testRollout("rev"), stepCtx(`{"configMaps":["cfg"]}`)); res.Phase != types.PhaseSuccessful {
+		t.Fatal(res.Message)
+	}
+	refs := owners(t, c, KindConfigMap, "cfg")
+	if len(refs) != 1 || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion == nil || !*refs[0].BlockOwnerDeletion {
+		t.Errorf("legacy entry rewritten: %+v", refs)
+	}
+}
+
+func TestForbiddenByWebhook(t *testing.T) {
+	c := world()
+	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg-new", errors.New(`admission webhook "validate.kyverno.svc-fail" denied the request: owner changes are not allowed`))
+	})
+	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, `admission webhook "validate.kyverno.svc-fail" denied`) || strings.Contains(res.Message, "needs verb patch") {
+		t.Errorf("%s %s", res.Phase, res.Message)
+	}
+}
+
+func TestAsyncEventsDoNotBlockAndCountDrops(t *testing.T) {
+	block := make(chan struct{})
+	inner := &blockingEvents{block: block}
+	e := NewAsyncEvents(inner, 2, quietLog())
+	ro := testRollout(curHash)
+	start := time.Now()
+	for range 10 {
+		e.Event(ro, corev1.EventTypeNormal, ReasonAttached, "x")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Event blocked for %s", d)
+	}
+	// One in the writer, two queued, seven dropped.
+	if e.Dropped() < 7 {
+		t.Errorf("dropped %d, want >= 7", e.Dropped())
+	}
+	close(block)
+}
+
+type blockingEvents struct{ block chan struct{} }
+
+func (b *blockingEvents) Event(*v1alpha1.Rollout, string, string, string) { <-b.block }
