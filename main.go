@@ -3,7 +3,8 @@
 // a ReplicaSet in the Rollout's history needs them.
 //
 // Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
-// step plugin; `configmap-attacher audit ...` audits Rollouts (see plugin.AuditCLI); otherwise it
+// step plugin; `configmap-attacher audit ...` audits Rollouts (see plugin.AuditCLI);
+// `configmap-attacher controller ...` runs the watcher (see plugin/controller); otherwise it
 // is the command-line (Job) mode.
 package main
 
@@ -11,6 +12,7 @@ import (
 	"os"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
 	"github.com/configmap-attacher/configmap-attacher/plugin/install"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
@@ -21,6 +23,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "install-plugin" {
 		os.Exit(install.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "controller" {
+		os.Exit(controller.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "audit" {
 		os.Exit((&plugin.AuditCLI{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))

@@ -1,0 +1,927 @@
+// Package controller is `configmap-attacher controller`: a watcher that makes every opted-in
+// ConfigMap and Secret a dependent of each live ReplicaSet whose pod template uses it, for
+// ReplicaSets controlled by an Argo Rollouts Rollout (any strategy, workloadRef included) or a
+// Deployment. It covers the paths the step never sees (first deploy, promote --full, fast
+// rollbacks, blueGreen, kubectl rollout undo) through the same core as the step: the
+// project's reference walker, plugin.MissingOwners and plugin.Attacher.AddOwners (one
+// add-only strategic merge patch, merged by UID, through the metadata client).
+//
+// Work is keyed by object (namespace/kind/name): one patch carries every live ReplicaSet that
+// uses the object and lacks its reference. ReplicaSets are cached with an informer transform
+// that keeps only what the walker needs; ConfigMaps and Secrets are watched as metadata only,
+// with managedFields and annotations dropped (kubectl's last-applied-configuration annotation
+// of a Secret holds its data).
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// RBACHint is the example RBAC of the controller, named in forbidden errors.
+const RBACHint = "examples/controller.yaml"
+
+// Index names of the ReplicaSet cache.
+const (
+	// byRef indexes watched ReplicaSets by every object their template references (Key.String()).
+	byRef = "refs"
+	// byRequired indexes them by the objects their pods cannot start without
+	// (plugin.RequiredReferences): the lost gauge.
+	byRequired = "required"
+)
+
+// Defaults.
+const (
+	DefaultWorkers       = 4
+	DefaultResync        = 10 * time.Minute
+	DefaultGaugeInterval = 10 * time.Second
+	// reconcileTimeout bounds one reconcile (one patch, retried by the core on transient
+	// errors); each request has its own deadline inside it (plugin.DefaultRequestTimeout).
+	reconcileTimeout = 30 * time.Second
+	// pendingTTL is how long an owner reference we wrote counts as present before the cache
+	// shows it (see Controller.pending).
+	pendingTTL = 30 * time.Second
+)
+
+// Key is the unit of work: one ConfigMap or Secret.
+type Key struct {
+	Namespace string
+	Kind      plugin.Kind
+	Name      string
+}
+
+// String is namespace/kind/name, also the value of the ReplicaSet indexes.
+func (k Key) String() string { return k.Namespace + "/" + string(k.Kind) + "/" + k.Name }
+
+func (k Key) object() plugin.Object { return plugin.Object{Kind: k.Kind, Name: k.Name} }
+
+func parseKey(s string) (Key, bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return Key{}, false
+	}
+	return Key{parts[0], plugin.Kind(parts[1]), parts[2]}, true
+}
+
+// LeaderElection configures the Lease the replicas compete for.
+type LeaderElection struct {
+	Namespace, ID, Identity                   string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Config configures a Controller.
+type Config struct {
+	// Kube reads ReplicaSets and writes Events; Meta watches and patches ConfigMaps and
+	// Secrets as metadata only.
+	Kube kubernetes.Interface
+	Meta metadata.Interface
+	// LeaderKube, when set, is the client for the Lease (a separate client, so lease renewals
+	// never queue behind patches in the client-side rate limiter). Default Kube.
+	LeaderKube kubernetes.Interface
+	// Namespaces to watch; empty means all.
+	Namespaces []string
+	// Selector of opted-in objects; it must select something less than everything.
+	Selector labels.Selector
+	// Rollouts and Deployments choose the workload kinds whose ReplicaSets own config.
+	Rollouts, Deployments bool
+	Workers               int
+	// Resync is the interval of the full reconcile (0: only at start).
+	Resync time.Duration
+	// GaugeInterval is how often the unowned and lost gauges are recomputed from the caches.
+	GaugeInterval time.Duration
+	DryRun        bool
+	Log           logrus.FieldLogger
+	Metrics       *Metrics
+	// LeaderElection nil: this process leads from the start (a single replica).
+	LeaderElection *LeaderElection
+	// Events records Warning events on workloads (default: a broadcaster writing to Kube).
+	Events record.EventRecorder
+}
+
+// Controller is the watcher. Create it with New, then call Run.
+type Controller struct {
+	cfg      Config
+	log      logrus.FieldLogger
+	m        *Metrics
+	attacher *plugin.Attacher
+	queue    workqueue.TypedRateLimitingInterface[Key]
+	scopes   map[string]*scope // by namespace; "" when watching all
+	starters []func(<-chan struct{})
+	events   record.EventRecorder
+	bcast    record.EventBroadcaster
+
+	leading atomic.Bool
+	synced  atomic.Bool
+	healthz *leaderelection.HealthzAdaptor
+
+	mu sync.Mutex
+	// pending holds owner references this process wrote that the cache may not show yet: a
+	// second event for the same object right after a patch must not send the patch again.
+	pending map[Key]pendingOwners
+	// seen holds the time of the add event that made an object's references due (reaction time).
+	seen map[Key]time.Time
+	// gaugeNamespaces are the namespaces the gauges have a series for (set to 0 when clean).
+	gaugeNamespaces map[string]bool
+}
+
+type pendingOwners struct {
+	uids map[types.UID]bool
+	at   time.Time
+}
+
+// scope is the caches of one namespace (or of all).
+type scope struct {
+	rs   cache.SharedIndexInformer
+	objs map[plugin.Kind]cache.SharedIndexInformer
+}
+
+// New builds the informers, indexes and queue; nothing talks to the apiserver before Run.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Kube == nil || cfg.Meta == nil {
+		return nil, errors.New("controller: Kube and Meta clients are required")
+	}
+	if cfg.Selector == nil || cfg.Selector.Empty() {
+		return nil, errors.New("controller: an opt-in selector that selects less than everything is required")
+	}
+	if !cfg.Rollouts && !cfg.Deployments {
+		return nil, errors.New("controller: no workload kind to watch")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.GaugeInterval <= 0 {
+		cfg.GaugeInterval = DefaultGaugeInterval
+	}
+	if cfg.Log == nil {
+		cfg.Log = logrus.StandardLogger()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.LeaderKube == nil {
+		cfg.LeaderKube = cfg.Kube
+	}
+	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, scopes: map[string]*scope{},
+		pending: map[Key]pendingOwners{}, seen: map[Key]time.Time{}, gaugeNamespaces: map[string]bool{}}
+	c.attacher = &plugin.Attacher{Client: cfg.Kube, Meta: cfg.Meta, Log: cfg.Log, RBACHint: RBACHint}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[Key](),
+		workqueue.TypedRateLimitingQueueConfig[Key]{Name: "objects", MetricsProvider: cfg.Metrics})
+	c.events = cfg.Events
+	if c.events == nil {
+		c.bcast = record.NewBroadcaster()
+		c.events = c.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher-controller"})
+	}
+	namespaces := cfg.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		if err := c.addScope(ns); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Controller) addScope(ns string) error {
+	kf := informers.NewSharedInformerFactoryWithOptions(c.cfg.Kube, 0, informers.WithNamespace(ns))
+	mf := metadatainformer.NewFilteredSharedInformerFactory(c.cfg.Meta, 0, ns, nil)
+	sc := &scope{rs: kf.Apps().V1().ReplicaSets().Informer(), objs: map[plugin.Kind]cache.SharedIndexInformer{
+		plugin.KindConfigMap: mf.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer(),
+		plugin.KindSecret:    mf.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer(),
+	}}
+	if err := sc.rs.SetTransform(stripReplicaSet); err != nil {
+		return fmt.Errorf("ReplicaSet informer transform: %w", err)
+	}
+	if err := sc.rs.AddIndexers(cache.Indexers{byRef: c.refIndex(false), byRequired: c.refIndex(true)}); err != nil {
+		return fmt.Errorf("ReplicaSet indexes: %w", err)
+	}
+	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { c.onReplicaSet(obj, !initial) },
+		UpdateFunc: c.onReplicaSetUpdate,
+	}); err != nil {
+		return fmt.Errorf("ReplicaSet event handler: %w", err)
+	}
+	for kind, inf := range sc.objs {
+		if err := inf.SetTransform(stripMetadata); err != nil {
+			return fmt.Errorf("%s informer transform: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(c.objectHandler(kind)); err != nil {
+			return fmt.Errorf("%s event handler: %w", kind, err)
+		}
+	}
+	c.scopes[ns] = sc
+	c.starters = append(c.starters, kf.Start, mf.Start)
+	return nil
+}
+
+// stripReplicaSet keeps of a ReplicaSet what the controller uses: identity, labels, owner
+// references, deletion and creation timestamps, generation, the revision annotations and,
+// of the pod template, only the fields the kubelet's reference walkers visit (volumes,
+// env and envFrom of every container, image pull secrets). At 10k ReplicaSets this is most of
+// the memory the process needs.
+func stripReplicaSet(obj any) (any, error) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown tombstone
+	}
+	out := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
+		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
+		Labels: rs.Labels, OwnerReferences: rs.OwnerReferences, DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
+	}}
+	for _, a := range []string{"rollout.argoproj.io/revision", "deployment.kubernetes.io/revision"} {
+		if v, ok := rs.Annotations[a]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[a] = v
+		}
+	}
+	src := &rs.Spec.Template.Spec
+	spec := &out.Spec.Template.Spec
+	spec.Volumes = src.Volumes
+	spec.ImagePullSecrets = src.ImagePullSecrets
+	spec.InitContainers = slimContainers(src.InitContainers)
+	spec.Containers = slimContainers(src.Containers)
+	for _, e := range src.EphemeralContainers {
+		ec := corev1.EphemeralContainer{}
+		ec.Name, ec.EnvFrom, ec.Env = e.Name, e.EnvFrom, refEnv(e.Env)
+		spec.EphemeralContainers = append(spec.EphemeralContainers, ec)
+	}
+	return out, nil
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, EnvFrom: c.EnvFrom, Env: refEnv(c.Env)}
+	}
+	return out
+}
+
+// refEnv keeps the env entries that reference a ConfigMap or Secret (plain values are dropped).
+func refEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range env {
+		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil) {
+			out = append(out, corev1.EnvVar{Name: e.Name, ValueFrom: e.ValueFrom})
+		}
+	}
+	return out
+}
+
+// stripMetadata keeps what the controller uses of a ConfigMap or Secret: identity, labels,
+// owner references, deletion timestamp. managedFields and annotations go (kubectl's
+// last-applied-configuration annotation of a Secret carries its data).
+func stripMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Labels: m.Labels, OwnerReferences: m.OwnerReferences, DeletionTimestamp: m.DeletionTimestamp,
+	}}, nil
+}
+
+// workloadOf returns the controller reference of rs when it is a watched workload kind.
+func (c *Controller) workloadOf(rs *appsv1.ReplicaSet) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(rs)
+	if ref == nil {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	switch {
+	case ref.Kind == plugin.KindRollout && gv.Group == "argoproj.io" && c.cfg.Rollouts:
+		return ref
+	case ref.Kind == plugin.KindDeployment && gv.Group == "apps" && c.cfg.Deployments:
+		return ref
+	}
+	return nil
+}
+
+func (c *Controller) refIndex(required bool) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		rs, ok := obj.(*appsv1.ReplicaSet)
+		if !ok || c.workloadOf(rs) == nil {
+			return nil, nil
+		}
+		var refs plugin.References
+		if required {
+			refs = plugin.RequiredReferences(&rs.Spec.Template.Spec)
+		} else {
+			refs = plugin.TemplateReferences(&rs.Spec.Template.Spec)
+		}
+		return refKeys(rs.Namespace, refs), nil
+	}
+}
+
+func refKeys(ns string, refs plugin.References) []string {
+	keys := make([]string, 0, len(refs.ConfigMaps)+len(refs.Secrets))
+	for n := range refs.ConfigMaps {
+		keys = append(keys, Key{ns, plugin.KindConfigMap, n}.String())
+	}
+	for n := range refs.Secrets {
+		keys = append(keys, Key{ns, plugin.KindSecret, n}.String())
+	}
+	return keys
+}
+
+func (c *Controller) scopeOf(ns string) *scope {
+	if sc, ok := c.scopes[metav1.NamespaceAll]; ok {
+		return sc
+	}
+	return c.scopes[ns]
+}
+
+// object returns the cached metadata of an object (nil when it does not exist).
+func (c *Controller) object(k Key) *metav1.PartialObjectMetadata {
+	sc := c.scopeOf(k.Namespace)
+	if sc == nil || sc.objs[k.Kind] == nil {
+		return nil
+	}
+	item, ok, err := sc.objs[k.Kind].GetIndexer().GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	m, _ := item.(*metav1.PartialObjectMetadata)
+	return m
+}
+
+func (c *Controller) optedIn(m *metav1.PartialObjectMetadata) bool {
+	return m != nil && m.DeletionTimestamp == nil && c.cfg.Selector.Matches(labels.Set(m.Labels))
+}
+
+// enqueue queues k (leader only: a standby's queue stays empty; taking over enqueues
+// everything). react records the event time for the reaction-time histogram.
+func (c *Controller) enqueue(k Key, react bool) {
+	if !c.leading.Load() {
+		return
+	}
+	if react {
+		c.mu.Lock()
+		if _, ok := c.seen[k]; !ok {
+			c.seen[k] = time.Now()
+		}
+		c.mu.Unlock()
+	}
+	c.queue.Add(k)
+}
+
+// onReplicaSet queues the opted-in objects a watched ReplicaSet's template references.
+func (c *Controller) onReplicaSet(obj any, react bool) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok || c.workloadOf(rs) == nil || !plugin.Live(rs) {
+		return
+	}
+	for _, s := range refKeys(rs.Namespace, plugin.TemplateReferences(&rs.Spec.Template.Spec)) {
+		k, _ := parseKey(s)
+		if c.optedIn(c.object(k)) {
+			c.enqueue(k, react)
+		}
+	}
+}
+
+// onReplicaSetUpdate reacts to what can make a ReplicaSet a new owner: adoption (its
+// controller changed) and a template change (a new generation). Status updates, the bulk of
+// ReplicaSet events, are ignored.
+func (c *Controller) onReplicaSetUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*appsv1.ReplicaSet)
+	n, ok2 := newObj.(*appsv1.ReplicaSet)
+	if !ok1 || !ok2 {
+		return
+	}
+	if controllerUID(o) != controllerUID(n) || o.Generation != n.Generation {
+		c.onReplicaSet(n, true)
+	}
+}
+
+func controllerUID(rs *appsv1.ReplicaSet) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler {
+	keyOf := func(obj any) (Key, *metav1.PartialObjectMetadata, bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return Key{}, nil, false
+		}
+		return Key{m.Namespace, kind, m.Name}, m, true
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if k, m, ok := keyOf(obj); ok && c.optedIn(m) {
+				c.enqueue(k, !initial)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			k, n, ok := keyOf(newObj)
+			_, o, ok2 := keyOf(oldObj)
+			if !ok || !ok2 {
+				return
+			}
+			c.settle(k, n.OwnerReferences)
+			// Gaining the label is adoption; an owner list that changed may have lost one of
+			// ours (only the garbage collector removes references, and only dangling ones).
+			if c.optedIn(n) && (!c.optedIn(o) || !sameOwners(o.OwnerReferences, n.OwnerReferences)) {
+				c.enqueue(k, !c.optedIn(o))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if k, _, ok := keyOf(obj); ok {
+				c.mu.Lock()
+				delete(c.pending, k)
+				delete(c.seen, k)
+				c.mu.Unlock()
+			}
+		},
+	}
+}
+
+func sameOwners(a, b []metav1.OwnerReference) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].UID != b[i].UID {
+			return false
+		}
+	}
+	return true
+}
+
+// settle drops the pending references the cache now shows.
+func (c *Controller) settle(k Key, owners []metav1.OwnerReference) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return
+	}
+	for _, o := range owners {
+		delete(p.uids, o.UID)
+	}
+	if len(p.uids) == 0 {
+		delete(c.pending, k)
+	}
+}
+
+// ownersWithPending is the object's owner list plus the references we wrote that the cache
+// does not show yet (expired after pendingTTL, so a reference someone removed is re-added).
+func (c *Controller) ownersWithPending(k Key, owners []metav1.OwnerReference) []metav1.OwnerReference {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return owners
+	}
+	if time.Since(p.at) > pendingTTL {
+		delete(c.pending, k)
+		return owners
+	}
+	out := append([]metav1.OwnerReference(nil), owners...)
+	for uid := range p.uids {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
+	return out
+}
+
+func (c *Controller) markPending(k Key, rss []*appsv1.ReplicaSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		p = pendingOwners{uids: map[types.UID]bool{}}
+	}
+	p.at = time.Now()
+	for _, rs := range rss {
+		p.uids[rs.UID] = true
+	}
+	c.pending[k] = p
+}
+
+// reacted observes the reaction time of k's add event, if one is due.
+func (c *Controller) reacted(k Key, observe bool) {
+	c.mu.Lock()
+	t, ok := c.seen[k]
+	delete(c.seen, k)
+	c.mu.Unlock()
+	if ok && observe {
+		c.m.Reaction.Observe(time.Since(t).Seconds())
+	}
+}
+
+// ReplicaSetsOf returns the live-or-not watched ReplicaSets whose template references k,
+// oldest first.
+func (c *Controller) replicaSetsOf(k Key) []*appsv1.ReplicaSet {
+	sc := c.scopeOf(k.Namespace)
+	if sc == nil {
+		return nil
+	}
+	items, err := sc.rs.GetIndexer().ByIndex(byRef, k.String())
+	if err != nil {
+		return nil
+	}
+	rss := make([]*appsv1.ReplicaSet, 0, len(items))
+	for _, it := range items {
+		if rs, ok := it.(*appsv1.ReplicaSet); ok && c.workloadOf(rs) != nil {
+			rss = append(rss, rs)
+		}
+	}
+	plugin.SortReplicaSets(rss)
+	return rss
+}
+
+// Reconcile brings one object's owner references in line: every live watched ReplicaSet
+// that references it and is not an owner yet is added, in one patch. Nothing missing, no
+// request. The result says what happened ("noop", "patched", "dry_run").
+func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
+	m := c.object(k)
+	if !c.optedIn(m) {
+		c.reacted(k, false)
+		return "noop", nil
+	}
+	rss := c.replicaSetsOf(k)
+	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.OwnerReferences), rss, nil)
+	if len(missing) == 0 {
+		c.reacted(k, false)
+		return "noop", nil
+	}
+	log := c.log.WithFields(logrus.Fields{"namespace": k.Namespace, "object": k.object().String(), "replicasets": names(missing)})
+	if c.cfg.DryRun {
+		log.Info("dry run: would add the ReplicaSets as owners")
+		c.m.OwnerReferencesWouldAdd.WithLabelValues(string(k.Kind)).Add(float64(len(missing)))
+		c.reacted(k, true)
+		return "dry_run", nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	if err := c.attacher.AddOwners(rctx, k.Namespace, k.object(), missing); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted since the cache saw it: nothing to own.
+			c.reacted(k, false)
+			return "noop", nil
+		}
+		if permanent(err) {
+			c.warn(k, missing, err)
+		}
+		return "error", fmt.Errorf("adding %s as owners of %s in namespace %s: %w", strings.Join(names(missing), ", "), k.object(), k.Namespace, err)
+	}
+	c.markPending(k, missing)
+	c.m.OwnerReferencesAdded.WithLabelValues(string(k.Kind)).Add(float64(len(missing)))
+	c.reacted(k, true)
+	log.Info("added the ReplicaSets as owners")
+	return "patched", nil
+}
+
+func names(rss []*appsv1.ReplicaSet) []string {
+	out := make([]string, len(rss))
+	for i, rs := range rss {
+		out[i] = rs.Name
+	}
+	return out
+}
+
+// permanent reports errors a retry of the same patch cannot fix: forbidden (RBAC, or
+// OwnerReferencesPermissionEnforcement without delete) and rejected (422, 400).
+func permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || plugin.IsPermanent(err)
+}
+
+// reason is the label of reconcile_errors_total.
+func reason(err error) string {
+	var ne net.Error
+	switch {
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return "invalid"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	case apierrors.IsTooManyRequests(err):
+		return "throttled"
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
+		return "server"
+	case errors.As(err, &ne):
+		return "transport"
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code >= 500 {
+		return "server"
+	}
+	if errors.As(err, &st) {
+		return "other"
+	}
+	return "transport"
+}
+
+// warn records a Warning Event on each workload whose ReplicaSet could not become an owner.
+func (c *Controller) warn(k Key, rss []*appsv1.ReplicaSet, err error) {
+	done := map[types.UID]bool{}
+	for _, rs := range rss {
+		ref := c.workloadOf(rs)
+		if ref == nil || done[ref.UID] {
+			continue
+		}
+		done[ref.UID] = true
+		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: rs.Namespace, UID: ref.UID},
+			corev1.EventTypeWarning, "OwnerReferenceFailed", "cannot make ReplicaSet %s an owner of %s: %s (see %s)", rs.Name, k.object(), apiMessage(err), RBACHint)
+	}
+}
+
+func apiMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// Ready reports whether the caches are synced (standbys included): /readyz.
+func (c *Controller) Ready() bool { return c.synced.Load() }
+
+// Leading reports whether this process is the one that writes.
+func (c *Controller) Leading() bool { return c.leading.Load() }
+
+// Healthz checks that a leader still renews its lease (nil without leader election).
+func (c *Controller) Healthz() error {
+	if c.healthz == nil {
+		return nil
+	}
+	return c.healthz.Check(nil)
+}
+
+// Run starts the informers, waits for their caches, then leads (or stands by until it wins
+// the lease) until ctx is done. Losing the lease returns an error: the process must exit,
+// so that a replica that may have been partitioned never writes on stale caches.
+func (c *Controller) Run(ctx context.Context) error {
+	for _, start := range c.starters {
+		start(ctx.Done())
+	}
+	var synced []cache.InformerSynced
+	for _, sc := range c.scopes {
+		synced = append(synced, sc.rs.HasSynced)
+		for _, inf := range sc.objs {
+			synced = append(synced, inf.HasSynced)
+		}
+	}
+	t0 := time.Now()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("informer caches did not sync")
+	}
+	c.synced.Store(true)
+	c.m.Ready.Set(1)
+	c.log.WithField("duration", time.Since(t0).Round(time.Millisecond).String()).Info("caches synced")
+	if c.cfg.LeaderElection == nil {
+		c.lead(ctx)
+		return nil
+	}
+	le := c.cfg.LeaderElection
+	c.healthz = leaderelection.NewLeaderHealthzAdaptor(le.LeaseDuration + le.RenewDeadline)
+	lost := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.ID},
+			Client:     c.cfg.LeaderKube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		},
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true, // a clean shutdown hands over at once, not after a lease duration
+		WatchDog:        c.healthz,
+		Name:            le.ID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: c.lead,
+			OnStoppedLeading: func() { close(lost) },
+			OnNewLeader: func(id string) {
+				c.log.WithFields(logrus.Fields{"leader": id, "self": id == le.Identity}).Info("leader elected")
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	c.log.WithFields(logrus.Fields{"lease": le.Namespace + "/" + le.ID, "identity": le.Identity}).Info("caches synced; waiting for the lease (standby: no writes)")
+	elector.Run(ctx)
+	<-lost
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("lost the leader lease")
+}
+
+// lead runs the workers while ctx lasts: a full reconcile now and every Resync, gauges
+// every GaugeInterval.
+func (c *Controller) lead(ctx context.Context) {
+	c.log.Info("leading: reconciling every opted-in object")
+	if c.bcast != nil {
+		// Events are written by the leader only.
+		c.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cfg.Kube.CoreV1().Events("")})
+		defer c.bcast.Shutdown()
+	}
+	c.leading.Store(true)
+	c.m.Leader.Set(1)
+	defer func() {
+		c.leading.Store(false)
+		c.m.Leader.Set(0)
+	}()
+	n := c.enqueueAll()
+	c.log.WithField("objects", n).Info("full reconcile queued")
+	var wg sync.WaitGroup
+	for i := 0; i < c.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wait.Until(c.UpdateGauges, c.cfg.GaugeInterval, ctx.Done())
+	}()
+	if c.cfg.Resync > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(c.cfg.Resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.log.WithField("objects", c.enqueueAll()).Debug("resync: full reconcile queued")
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+// enqueueAll queues every opted-in object a watched ReplicaSet references (the full reconcile:
+// at start it adopts existing history, which is also the migration path).
+func (c *Controller) enqueueAll() int {
+	n := 0
+	for _, sc := range c.scopes {
+		for _, v := range sc.rs.GetIndexer().ListIndexFuncValues(byRef) {
+			if k, ok := parseKey(v); ok && c.optedIn(c.object(k)) {
+				c.queue.Add(k)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(k)
+	result, err := c.Reconcile(ctx, k)
+	c.m.Reconciles.WithLabelValues(result).Inc()
+	if err == nil {
+		c.queue.Forget(k)
+		return true
+	}
+	r := reason(err)
+	c.m.ReconcileErrors.WithLabelValues(r).Inc()
+	log := c.log.WithError(err).WithField("reason", r)
+	if permanent(err) {
+		// Retrying cannot help; the next event or resync tries again.
+		log.Error("reconcile failed permanently")
+		c.queue.Forget(k)
+		c.reacted(k, false)
+		return true
+	}
+	if ctx.Err() == nil {
+		log.Warn("reconcile failed; retrying")
+		c.queue.AddRateLimited(k)
+	}
+	return true
+}
+
+// UpdateGauges recomputes the unowned and lost gauges from the caches (no request).
+func (c *Controller) UpdateGauges() {
+	unowned, lost := c.Audit()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ns := range unowned {
+		c.gaugeNamespaces[ns] = true
+	}
+	for ns := range lost {
+		c.gaugeNamespaces[ns] = true
+	}
+	for ns := range c.gaugeNamespaces {
+		c.m.Unowned.WithLabelValues(ns).Set(float64(unowned[ns]))
+		c.m.Lost.WithLabelValues(ns).Set(float64(lost[ns]))
+	}
+}
+
+// Audit counts, per namespace, the unowned objects (opted in, referenced by a live watched
+// ReplicaSet, owned by no ReplicaSet) and the lost references (a live watched ReplicaSet
+// requires an object that does not exist).
+func (c *Controller) Audit() (unowned, lost map[string]int) {
+	unowned, lost = map[string]int{}, map[string]int{}
+	for _, sc := range c.scopes {
+		idx := sc.rs.GetIndexer()
+		for _, v := range idx.ListIndexFuncValues(byRef) {
+			k, ok := parseKey(v)
+			if !ok {
+				continue
+			}
+			m := c.object(k)
+			if !c.optedIn(m) || hasReplicaSetOwner(m.OwnerReferences) || !anyLive(idx, byRef, v) {
+				continue
+			}
+			unowned[k.Namespace]++
+		}
+		for _, v := range idx.ListIndexFuncValues(byRequired) {
+			k, ok := parseKey(v)
+			if !ok || c.object(k) != nil {
+				continue
+			}
+			items, _ := idx.ByIndex(byRequired, v)
+			for _, it := range items {
+				if rs, ok := it.(*appsv1.ReplicaSet); ok && plugin.Live(rs) {
+					lost[k.Namespace]++
+				}
+			}
+		}
+	}
+	return unowned, lost
+}
+
+func anyLive(idx cache.Indexer, index, v string) bool {
+	items, _ := idx.ByIndex(index, v)
+	for _, it := range items {
+		if rs, ok := it.(*appsv1.ReplicaSet); ok && plugin.Live(rs) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
+	for _, o := range owners {
+		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {
+			return true
+		}
+	}
+	return false
+}
+
+// QueueLen is the work queue's length (tests).
+func (c *Controller) QueueLen() int { return c.queue.Len() }
