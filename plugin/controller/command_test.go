@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testCommand(env map[string]string, crd bool) (*command, *syncBuffer, *syncBuffer) {
+	var out, errb syncBuffer
+	return &command{stdout: &out, stderr: &errb,
+		getenv:   func(k string) string { return env[k] },
+		readFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
+		clients: func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
+			k := fake.NewClientset()
+			sch := metadatafake.NewTestScheme()
+			_ = metav1.AddMetaToScheme(sch)
+			return k, metadatafake.NewSimpleMetadataClient(sch, []runtime.Object{}...), k, nil
+		},
+		rolloutsInstalled: func(*rest.Config) (bool, error) { return crd, nil },
+	}, &out, &errb
+}
+
+func kubeconfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	err := os.WriteFile(p, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Every problem is reported at once, then the usage; exit 2.
+func TestFlagProblems(t *testing.T) {
+	c, _, errb := testCommand(nil, true)
+	code := c.main([]string{"-selector", "", "-workloads", "rollouts,statefulsets", "-namespaces", "Shop,a,a",
+		"-leader-election-lease-duration", "5s", "-leader-election-renew-deadline", "10s", "-workers", "0",
+		"-metrics-addr", "8080", "-log-format", "xml", "extra"})
+	if code != plugin.ExitUsage {
+		t.Errorf("exit %d, want 2", code)
+	}
+	for _, want := range []string{
+		`unexpected argument "extra"`,
+		`-namespaces: "Shop" is not a valid namespace name`,
+		`-namespaces: "a" is listed twice`,
+		`-selector "" selects every ConfigMap and Secret`,
+		`-workloads: unknown kind "statefulsets"`,
+		`-leader-elect outside a cluster needs -leader-election-namespace`,
+		`-leader-election-lease-duration (5s) must be greater than -leader-election-renew-deadline (10s)`,
+		`-metrics-addr "8080"`,
+		`-workers 0 must be at least 1`,
+		`log format "xml"`,
+		"Usage: configmap-attacher controller",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	for _, sel := range []string{"", " ", "!"} {
+		c, _, errb := testCommand(nil, true)
+		if code := c.main([]string{"-leader-elect=false", "-selector", sel}); code != plugin.ExitUsage {
+			t.Errorf("-selector %q: exit %d, want 2: %s", sel, code, errb.String())
+		}
+	}
+	c, _, _ = testCommand(nil, true)
+	if code := c.main([]string{"-help"}); code != plugin.ExitOK {
+		t.Errorf("-help: exit %d", code)
+	}
+}
+
+// runFor runs the command until it reports ready, then stops it.
+func runFor(t *testing.T, c *command, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ctx = ctx
+	done := make(chan int, 1)
+	go func() {
+		done <- c.main(append([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0"}, args...))
+	}()
+	errb := c.stderr.(*syncBuffer)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			return code, errb.String()
+		default:
+		}
+		if strings.Contains(errb.String(), "full reconcile queued") || strings.Contains(errb.String(), "waiting for the lease") {
+			cancel()
+			return <-done, errb.String()
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("not started after 10s:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRolloutCRDMissing(t *testing.T) {
+	c, _, _ := testCommand(nil, false)
+	code, log := runFor(t, c, "-leader-elect=false")
+	if code != plugin.ExitOK || !strings.Contains(log, "watching Deployments only") || !strings.Contains(log, "workloads=Deployments") {
+		t.Errorf("defaulted -workloads without the CRD: exit %d\n%s", code, log)
+	}
+	c, _, _ = testCommand(nil, false)
+	code, log = runFor(t, c, "-leader-elect=false", "-workloads", "rollouts")
+	if code != plugin.ExitFail || !strings.Contains(log, "-workloads names rollouts but the Rollout CRD (rollouts.argoproj.io) is not installed") {
+		t.Errorf("explicit rollouts without the CRD: exit %d\n%s", code, log)
+	}
+	c, _, _ = testCommand(nil, true)
+	code, log = runFor(t, c, "-leader-elect=false")
+	if code != plugin.ExitOK || !strings.Contains(log, `workloads="Rollouts,Deployments"`) {
+		t.Errorf("with the CRD: exit %d\n%s", code, log)
+	}
+}
+
+// In a pod the Lease goes to the pod's namespace (POD_NAMESPACE from the downward API, or the
+// service account's namespace file).
+func TestLeaseNamespaceInCluster(t *testing.T) {
+	c, _, _ := testCommand(map[string]string{"POD_NAMESPACE": "cma-system"}, true)
+	code, log := runFor(t, c, "-leader-election-lease-duration", "2s", "-leader-election-renew-deadline", "1s", "-leader-election-retry-period", "200ms")
+	if code != plugin.ExitOK || !strings.Contains(log, "lease=cma-system/configmap-attacher") {
+		t.Errorf("exit %d\n%s", code, log)
+	}
+}

@@ -1,0 +1,456 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+const ns = "shop"
+
+var optIn = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+
+func ptr[T any](v T) *T { return &v }
+
+// spec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
+func spec(configMaps, secrets []string) corev1.PodSpec {
+	c := corev1.Container{Name: "app", Image: "nginx", Command: []string{"sleep"}}
+	var vols []corev1.Volume
+	for _, cm := range configMaps {
+		vols = append(vols, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
+	}
+	for _, s := range secrets {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
+	}
+	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
+}
+
+// rs is a ReplicaSet controlled by a workload of kind ("Rollout", "Deployment", "StatefulSet").
+func rs(name, kind string, s corev1.PodSpec) *appsv1.ReplicaSet {
+	api := map[string]string{"Rollout": "argoproj.io/v1alpha1", "Deployment": "apps/v1"}[kind]
+	if api == "" {
+		api = "example.com/v1"
+	}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 1,
+			CreationTimestamp: metav1.NewTime(time.Unix(int64(len(name)), 0)),
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: api, Kind: kind, Name: "web", UID: types.UID("uid-" + kind), Controller: ptr(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: s}},
+	}
+}
+
+func meta(kind, name string, labels map[string]string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Labels: labels, OwnerReferences: owners,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"password":"hunter2"}}`}}}
+}
+
+func ownerOf(r *appsv1.ReplicaSet) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: r.Name, UID: r.UID}
+}
+
+type harness struct {
+	t      *testing.T
+	kube   *fake.Clientset
+	md     *metadatafake.FakeMetadataClient
+	ctl    *Controller
+	m      *Metrics
+	events *record.FakeRecorder
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, cfg Config, rss []*appsv1.ReplicaSet, objs ...*metav1.PartialObjectMetadata) *harness {
+	t.Helper()
+	var kobjs []runtime.Object
+	for _, r := range rss {
+		kobjs = append(kobjs, r)
+	}
+	sch := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	var mobjs []runtime.Object
+	for _, o := range objs {
+		mobjs = append(mobjs, o)
+	}
+	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
+		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
+	cfg.Kube, cfg.Meta, cfg.Metrics, cfg.Events = h.kube, h.md, h.m, h.events
+	if cfg.Selector == nil {
+		cfg.Selector = plugin.OptInSelector()
+	}
+	if !cfg.Rollouts && !cfg.Deployments {
+		cfg.Rollouts, cfg.Deployments = true, true
+	}
+	log := logrus.New()
+	log.SetLevel(logrus.DebugLevel)
+	log.SetOutput(testWriter{t})
+	cfg.Log = log
+	ctl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ctl = ctl
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- ctl.Run(ctx) }()
+	t.Cleanup(h.stop)
+	h.eventually("leading with synced caches", func() bool { return ctl.Ready() && ctl.Leading() })
+	return h
+}
+
+func (h *harness) stop() {
+	if h.cancel != nil {
+		h.cancel()
+		if err := <-h.done; err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+		h.cancel = nil
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settle waits until the queue is empty and nothing is being processed.
+func (h *harness) settle() {
+	h.t.Helper()
+	time.Sleep(50 * time.Millisecond)
+	h.eventually("an idle queue", func() bool {
+		return h.ctl.QueueLen() == 0 && value(h.m.queue.depth.WithLabelValues("objects")) == 0
+	})
+	time.Sleep(50 * time.Millisecond)
+}
+
+// patches returns "Kind/name: owner names" for every metadata patch sent, sorted.
+func (h *harness) patches() []string {
+	var out []string
+	for _, a := range h.md.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok {
+			continue
+		}
+		if p.GetPatchType() != types.StrategicMergePatchType {
+			h.t.Errorf("patch type %s, want strategic merge", p.GetPatchType())
+		}
+		var body struct {
+			Metadata struct {
+				OwnerReferences []map[string]any `json:"ownerReferences"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			h.t.Fatal(err)
+		}
+		var names []string
+		for _, r := range body.Metadata.OwnerReferences {
+			if _, ok := r["controller"]; ok {
+				h.t.Errorf("patch sets controller: %s", p.GetPatch())
+			}
+			names = append(names, fmt.Sprint(r["name"]))
+		}
+		kind := map[string]string{"configmaps": "ConfigMap", "secrets": "Secret"}[p.GetResource().Resource]
+		out = append(out, fmt.Sprintf("%s/%s: %s", kind, p.GetName(), strings.Join(names, ",")))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func equal(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
+// Start-up reconcile: one patch per opted-in object, carrying every live watched ReplicaSet
+// that uses it and lacks its reference; unlabelled objects, ReplicaSets being deleted and
+// ReplicaSets of other controllers are left alone; an object already owned costs nothing.
+func TestReconcileAtStart(t *testing.T) {
+	old := rs("web-old", "Rollout", spec([]string{"shared", "plain"}, []string{"sec-1"}))
+	cur := rs("web-new", "Rollout", spec([]string{"shared", "new"}, nil))
+	dep := rs("api-1", "Deployment", spec([]string{"shared"}, nil))
+	gone := rs("web-gone", "Rollout", spec([]string{"shared"}, nil))
+	gone.DeletionTimestamp = ptr(metav1.Now())
+	other := rs("sts-1", "StatefulSet", spec([]string{"shared"}, nil))
+	h := start(t, Config{}, []*appsv1.ReplicaSet{old, cur, dep, gone, other},
+		meta("ConfigMap", "shared", optIn),
+		meta("ConfigMap", "plain", nil),               // not opted in
+		meta("ConfigMap", "new", optIn, ownerOf(cur)), // nothing missing
+		meta("Secret", "sec-1", optIn))
+	h.settle()
+	equal(t, "patches", h.patches(), []string{
+		"ConfigMap/shared: api-1,web-new,web-old",
+		"Secret/sec-1: web-old",
+	})
+	if got := value(h.m.OwnerReferencesAdded.WithLabelValues("ConfigMap")); got != 3 {
+		t.Errorf("owner_references_added_total{ConfigMap} = %v, want 3", got)
+	}
+	if got := value(h.m.Leader); got != 1 {
+		t.Errorf("leader = %v", got)
+	}
+}
+
+func TestWorkloadKinds(t *testing.T) {
+	ro := rs("web-1", "Rollout", spec([]string{"a"}, nil))
+	dep := rs("api-1", "Deployment", spec([]string{"a"}, nil))
+	h := start(t, Config{Rollouts: true}, []*appsv1.ReplicaSet{ro, dep}, meta("ConfigMap", "a", optIn))
+	h.settle()
+	equal(t, "patches with -workloads rollouts", h.patches(), []string{"ConfigMap/a: web-1"})
+}
+
+// Events: a new ReplicaSet enqueues the objects it references; an object created after its
+// ReplicaSet enqueues itself; a label added later is adopted; the cache lagging behind our
+// own patch does not make a second patch.
+func TestEvents(t *testing.T) {
+	h := start(t, Config{}, nil, meta("ConfigMap", "cm-1", optIn), meta("ConfigMap", "late-label", nil))
+	h.settle()
+	equal(t, "patches with no ReplicaSet", h.patches(), nil)
+
+	r1 := rs("web-1", "Rollout", spec([]string{"cm-1", "cm-later", "late-label"}, nil))
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), r1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch of cm-1", func() bool { return len(h.patches()) == 1 })
+	h.settle()
+	equal(t, "after the ReplicaSet", h.patches(), []string{"ConfigMap/cm-1: web-1"})
+	if got := histCount(t, h.m); got != 1 {
+		t.Errorf("reaction observations %d, want 1", got)
+	}
+
+	if _, err := h.fakeMeta("configmaps").CreateFake(meta("ConfigMap", "cm-later", optIn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch of cm-later", func() bool { return len(h.patches()) == 2 })
+
+	// The label arrives later: adopted.
+	if _, err := h.fakeMeta("configmaps").UpdateFake(meta("ConfigMap", "late-label", optIn), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch of late-label", func() bool { return len(h.patches()) == 3 })
+	h.settle()
+	equal(t, "after the label", h.patches(), []string{"ConfigMap/cm-1: web-1", "ConfigMap/cm-later: web-1", "ConfigMap/late-label: web-1"})
+
+	// A status update of the ReplicaSet is not an event for its objects.
+	before := len(h.md.Actions())
+	r1.Status.Replicas = 3
+	r1.ResourceVersion = "2"
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Update(context.Background(), r1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if after := len(h.md.Actions()); after != before {
+		t.Errorf("a ReplicaSet status update made %d metadata requests", after-before)
+	}
+}
+
+func (h *harness) fakeMeta(resource string) fakeWriter {
+	return h.md.Resource(corev1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).(fakeWriter)
+}
+
+type fakeWriter interface {
+	CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+	UpdateFake(obj *metav1.PartialObjectMetadata, opts metav1.UpdateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+}
+
+func httpRequest(method, target string) (*http.Request, error) {
+	return http.NewRequest(method, "https://apiserver"+target, nil)
+}
+
+// value reads a gauge or counter.
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.Counter.GetValue()
+}
+
+func histCount(t *testing.T, m *Metrics) uint64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == MetricPrefix+"reaction_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// The fake metadata tracker does not apply the strategic merge patch to the watched object,
+// which is what a slow cache looks like: a second event for the object right after the patch
+// must not patch again (pending references).
+func TestNoRepatchWhileCacheLags(t *testing.T) {
+	h := start(t, Config{}, nil, meta("ConfigMap", "cm-1", optIn))
+	h.md.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, meta("ConfigMap", a.(k8stesting.PatchAction).GetName(), optIn), nil // the patch "succeeds", the cache does not see it
+	})
+	r1 := rs("web-1", "Rollout", spec([]string{"cm-1"}, nil))
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), r1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch", func() bool { return len(h.patches()) == 1 })
+	h.ctl.enqueueAll()
+	h.settle()
+	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})
+}
+
+func TestDryRun(t *testing.T) {
+	r1 := rs("web-1", "Rollout", spec([]string{"cm-1"}, []string{"s-1"}))
+	h := start(t, Config{DryRun: true}, []*appsv1.ReplicaSet{r1}, meta("ConfigMap", "cm-1", optIn), meta("Secret", "s-1", optIn))
+	h.settle()
+	equal(t, "patches in dry run", h.patches(), nil)
+	if got := value(h.m.OwnerReferencesWouldAdd.WithLabelValues("Secret")); got != 1 {
+		t.Errorf("would_add{Secret} = %v, want 1", got)
+	}
+}
+
+// A forbidden patch is permanent: a Warning Event on the Rollout, the error counted by
+// reason, and no hot retry loop.
+func TestForbidden(t *testing.T) {
+	sch := schema.GroupResource{Resource: "configmaps"}
+	r1 := rs("web-1", "Rollout", spec([]string{"cm-1"}, nil))
+	h := start(t, Config{}, nil, meta("ConfigMap", "cm-1", optIn))
+	h.md.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(sch, "cm-1", fmt.Errorf("RBAC: nope"))
+	})
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), r1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-h.events.Events:
+		if !strings.HasPrefix(e, "Warning OwnerReferenceFailed cannot make ReplicaSet web-1 an owner of ConfigMap cm-1") {
+			t.Errorf("event %q", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Warning event")
+	}
+	h.settle()
+	if got := value(h.m.ReconcileErrors.WithLabelValues("forbidden")); got != 1 {
+		t.Errorf("reconcile_errors_total{forbidden} = %v, want 1 (no retries of a permanent error)", got)
+	}
+}
+
+// A transient error is retried with backoff until it succeeds.
+func TestTransientRetried(t *testing.T) {
+	h := start(t, Config{}, nil, meta("ConfigMap", "cm-1", optIn))
+	fails := 6 // more than the core's own retries of one call
+	h.md.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fails > 0 {
+			fails--
+			return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd hiccup"))
+		}
+		return false, nil, nil
+	})
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), rs("web-1", "Rollout", spec([]string{"cm-1"}, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("a successful patch", func() bool { return value(h.m.OwnerReferencesAdded.WithLabelValues("ConfigMap")) == 1 })
+	if got := value(h.m.ReconcileErrors.WithLabelValues("server")); got < 1 {
+		t.Errorf("reconcile_errors_total{server} = %v", got)
+	}
+}
+
+// The gauges: unowned (opted in, used by a live ReplicaSet, owned by none) and lost (a
+// required object that does not exist; optional references do not count).
+func TestAuditGauges(t *testing.T) {
+	s := spec([]string{"owned", "unowned", "missing"}, nil)
+	s.Volumes = append(s.Volumes, corev1.Volume{Name: "opt", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "missing-optional"}, Optional: ptr(true)}}})
+	r1 := rs("web-1", "Rollout", s)
+	h := start(t, Config{DryRun: true}, []*appsv1.ReplicaSet{r1},
+		meta("ConfigMap", "owned", optIn, ownerOf(r1)), meta("ConfigMap", "unowned", optIn))
+	unowned, lost := h.ctl.Audit()
+	if unowned[ns] != 1 || lost[ns] != 1 {
+		t.Errorf("unowned %v lost %v, want 1 and 1", unowned, lost)
+	}
+	h.ctl.UpdateGauges()
+	if got := value(h.m.Unowned.WithLabelValues(ns)); got != 1 {
+		t.Errorf("unowned gauge %v", got)
+	}
+}
+
+func TestTransforms(t *testing.T) {
+	r := rs("web-1", "Rollout", spec([]string{"cm"}, []string{"sec"}))
+	r.Annotations = map[string]string{"rollout.argoproj.io/revision": "3", "big": strings.Repeat("x", 1000)}
+	r.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PLAIN", Value: "v"},
+		{Name: "K", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key-sec"}, Key: "k"}}}}
+	r.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init-cm"}}}}}}
+	r.Spec.Template.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	before := plugin.TemplateReferences(&r.Spec.Template.Spec)
+	out, _ := stripReplicaSet(r)
+	s := out.(*appsv1.ReplicaSet)
+	after := plugin.TemplateReferences(&s.Spec.Template.Spec)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("references changed by the transform:\n%v\n%v", before, after)
+	}
+	if s.Annotations["big"] != "" || s.Annotations["rollout.argoproj.io/revision"] != "3" || s.Spec.Template.Spec.Containers[0].Image != "" || len(s.Spec.Template.Spec.Containers[0].Env) != 1 {
+		t.Errorf("transform kept too much or too little: %+v", s)
+	}
+	m, _ := stripMetadata(meta("Secret", "s", optIn))
+	pm := m.(*metav1.PartialObjectMetadata)
+	if pm.ManagedFields != nil || pm.Annotations != nil || pm.Labels[plugin.DefaultDiscoverLabel] != "true" {
+		t.Errorf("metadata transform: %+v", pm.ObjectMeta)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for path, want := range map[string]string{
+		"PATCH /api/v1/namespaces/a/configmaps/x":                                 "patch configmaps",
+		"GET /apis/apps/v1/replicasets?watch=true":                                "watch replicasets",
+		"GET /apis/apps/v1/namespaces/a/replicasets":                              "list replicasets",
+		"PUT /apis/coordination.k8s.io/v1/namespaces/a/leases/configmap-attacher": "update leases",
+		"GET /apis/argoproj.io/v1alpha1":                                          "get other",
+	} {
+		method, p, _ := strings.Cut(path, " ")
+		req, _ := httpRequest(method, p)
+		v, r := classify(req)
+		if v+" "+r != want {
+			t.Errorf("%s: %s %s, want %s", path, v, r, want)
+		}
+	}
+}
