@@ -15,6 +15,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 const (
@@ -195,4 +198,10 @@ func fileBytes(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// extractImage writes img's flattened filesystem under dir.
+func extractImage(t *testing.T, img v1.Image, dir string) {
+	t.Helper()
+	extract(t, mutate.Extract(img), dir)
 }

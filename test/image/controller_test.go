@@ -1,0 +1,244 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
+	"github.com/configmap-attacher/configmap-attacher/plugin/install"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/e2e"
+)
+
+// helmValues is the part of examples/helm-values.yaml the install uses.
+type helmValues struct {
+	Controller struct {
+		StepPlugins []struct {
+			Name     string
+			Location string
+		} `json:"stepPlugins"`
+		InitContainers []corev1.Container   `json:"initContainers"`
+		Volumes        []corev1.Volume      `json:"volumes"`
+		VolumeMounts   []corev1.VolumeMount `json:"volumeMounts"`
+	}
+}
+
+// TestInstallImageUnderController installs the plugin as examples/helm-values.yaml does — the
+// image's entrypoint run with the initContainer's args into a directory standing for the shared
+// emptyDir — then starts the real Argo Rollouts controller with the file:// location into that
+// directory and runs a canary whose first step is the plugin: the step is Successful and the
+// new ReplicaSet owns the revision's ConfigMap.
+func TestInstallImageUnderController(t *testing.T) {
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skipf("the image's binaries run on linux/amd64 and linux/arm64, not %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	start := time.Now()
+	root := moduleRoot(t)
+
+	// The example's install: initContainer args, its mount, the controller's mount, location.
+	b, err := os.ReadFile(filepath.Join(root, "examples", "helm-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v helmValues
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("examples/helm-values.yaml: %v", err)
+	}
+	if len(v.Controller.InitContainers) != 1 || len(v.Controller.StepPlugins) != 1 || len(v.Controller.VolumeMounts) != 1 || len(v.Controller.Volumes) != 1 {
+		t.Fatalf("examples/helm-values.yaml: want one initContainer, stepPlugin, volume and volumeMount: %+v", v.Controller)
+	}
+	ic, sp, vm, vol := v.Controller.InitContainers[0], v.Controller.StepPlugins[0], v.Controller.VolumeMounts[0], v.Controller.Volumes[0]
+	if !strings.HasPrefix(ic.Image, repo+":") && !strings.HasPrefix(ic.Image, repo+"@sha256:") {
+		t.Errorf("initContainer image %q, want %s", ic.Image, repo)
+	}
+	if len(ic.Command) != 0 || len(ic.Args) != 2 || ic.Args[0] != "install-plugin" || len(ic.VolumeMounts) != 1 ||
+		ic.VolumeMounts[0].MountPath != ic.Args[1] || ic.VolumeMounts[0].Name != vol.Name || vm.Name != vol.Name || vol.EmptyDir == nil {
+		t.Errorf("initContainer %+v: want the image's entrypoint with args [install-plugin <its mount of the emptyDir %s>]", ic, vol.Name)
+	}
+	if want := "file://" + vm.MountPath + "/" + install.Name; sp.Location != want || sp.Name != e2e.PluginName {
+		t.Errorf("stepPlugins entry %s at %s, want %s at %s (the controller's mount of the emptyDir)", sp.Name, sp.Location, e2e.PluginName, want)
+	}
+	if ic.SecurityContext == nil || ic.SecurityContext.RunAsNonRoot == nil || !*ic.SecurityContext.RunAsNonRoot ||
+		ic.SecurityContext.ReadOnlyRootFilesystem == nil || !*ic.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("initContainer securityContext %+v: want runAsNonRoot and readOnlyRootFilesystem", ic.SecurityContext)
+	}
+
+	// The host's image, its filesystem, and its entrypoint with the initContainer's args (the
+	// emptyDir's path substituted).
+	arch := runtime.GOARCH
+	img, err := build.Build(build.Options{Binary: binaries(t)[arch], Arch: arch, Version: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfs := filepath.Join(t.TempDir(), "rootfs")
+	extractImage(t, img, rootfs)
+	emptyDir := t.TempDir()
+	args := append(slices.Clone(cf.Config.Entrypoint[1:]), ic.Args[0], emptyDir)
+	entry := filepath.Join(rootfs, strings.TrimPrefix(cf.Config.Entrypoint[0], "/"))
+	stdout, stderr, err := run(rootfs, entry, args...)
+	if err != nil {
+		t.Fatalf("%s %q: %v\n%s", cf.Config.Entrypoint[0], args, err, stderr)
+	}
+	pluginPath := filepath.Join(emptyDir, install.Name)
+	t.Logf("initContainer: %s", strings.TrimSpace(stdout))
+
+	// The real controller on that file:// location.
+	if _, err := e2e.RolloutsDir(e2e.RolloutsVersion); err != nil {
+		cluster.SkipOrFail(t, err)
+	}
+	c := cluster.Start(t, cluster.Options{})
+	cs := c.Client(t)
+	kubelet := e2e.StartFakeKubelet(cs)
+	t.Cleanup(kubelet.Stop)
+	ctl, err := e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: pluginPath})
+	if err != nil {
+		if errors.Is(err, cluster.ErrUnavailable) {
+			cluster.SkipOrFail(t, err)
+		}
+		t.Fatalf("controller: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ctl.Stop(); err != nil {
+			t.Errorf("stopping the controller: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller log %s:\n%s", ctl.LogPath, ctl.LogTail(60))
+		}
+	})
+	if want := "Copied plugin from " + pluginPath; !strings.Contains(ctl.Log(), want) {
+		t.Errorf("controller log lacks %q:\n%s", want, ctl.LogTail(30))
+	}
+
+	ns := c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for rev := 1; rev <= 2; rev++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-config-%d", rev)}, Data: map[string]string{"rev": fmt.Sprint(rev)}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, err := rolloutsclient.NewForConfig(c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: v1alpha1.RolloutSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: podTemplate(1),
+			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: steps(1)}},
+		},
+	}
+	if _, err := rc.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "revision 1 Healthy", func() (bool, string) {
+		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.ObservedGeneration == fmt.Sprint(ro.Generation), string(ro.Status.Phase) + " " + ro.Status.Message
+	})
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ro.Spec.Template, ro.Spec.Strategy.Canary.Steps = podTemplate(2), steps(2)
+		_, err = rc.ArgoprojV1alpha1().Rollouts(ns).Update(ctx, ro, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var step v1alpha1.StepPluginStatus
+	var hash string
+	waitFor(t, ctx, "the plugin step Successful on revision 2", func() (bool, string) {
+		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || ro.Status.Canary.StepPluginStatuses == nil {
+			return false, fmt.Sprint(err)
+		}
+		for _, s := range ro.Status.Canary.StepPluginStatuses {
+			if s.Index == 0 && s.Operation == v1alpha1.StepPluginOperationRun {
+				if s.Phase == v1alpha1.StepPluginPhaseFailed {
+					t.Fatalf("step failed: %s", s.Message)
+				}
+				step, hash = s, ro.Status.CurrentPodHash
+				return s.Phase == v1alpha1.StepPluginPhaseSuccessful, string(s.Phase) + " " + s.Message
+			}
+		}
+		return false, "no step status yet"
+	})
+	rs := "web-" + hash
+	if want := "to ReplicaSet " + rs; !strings.Contains(step.Message, want) {
+		t.Errorf("step message %q lacks %q", step.Message, want)
+	}
+	got, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "web-config-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].Kind != "ReplicaSet" || got.OwnerReferences[0].Name != rs {
+		refs, _ := json.Marshal(got.OwnerReferences)
+		t.Errorf("web-config-2 owner references %s, want ReplicaSet %s", refs, rs)
+	}
+	if !strings.Contains(ctl.Log(), "plugin.configmap-attacher") {
+		t.Errorf("no plugin.configmap-attacher line in the controller log")
+	}
+	t.Logf("installed by the image's entrypoint, loaded by rollouts-controller %s: %q in %s", e2e.RolloutsVersion, step.Message, time.Since(start).Round(time.Millisecond))
+}
+
+func podTemplate(rev int) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/web:1",
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}}}},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("web-config-%d", rev)}}}}},
+		},
+	}
+}
+
+func steps(rev int) []v1alpha1.CanaryStep {
+	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{fmt.Sprintf("web-config-%d", rev)}})
+	return []v1alpha1.CanaryStep{{Plugin: &v1alpha1.PluginStep{Name: e2e.PluginName, Config: cfg}}, {Pause: &v1alpha1.RolloutPause{}}}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; last state: %s", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
