@@ -1,0 +1,107 @@
+{{/* Chart name, truncated to 63 characters. */}}
+{{- define "configmap-attacher.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified name: the release name, with the chart name unless it already contains it. */}}
+{{- define "configmap-attacher.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "configmap-attacher.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "configmap-attacher.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "configmap-attacher.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "configmap-attacher.labels" -}}
+helm.sh/chart: {{ include "configmap-attacher.chart" . }}
+{{ include "configmap-attacher.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: configmap-attacher
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "configmap-attacher.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "configmap-attacher.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image: repository@digest when image.digest is set, else repository:tag (default appVersion). */}}
+{{- define "configmap-attacher.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Checks that fail the render with a message naming the value to fix. */}}
+{{- define "configmap-attacher.validate" -}}
+{{- if not (has .Values.rbac.scope (list "cluster" "namespaces")) }}
+{{- fail (printf "rbac.scope must be \"cluster\" or \"namespaces\", got %q" .Values.rbac.scope) }}
+{{- end }}
+{{- if and .Values.rbac.create (eq .Values.rbac.scope "namespaces") (empty .Values.namespaces) }}
+{{- fail "rbac.scope: namespaces needs the list of watched namespaces in namespaces (a Role and RoleBinding is created in each)" }}
+{{- end }}
+{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) }}
+{{- fail "prometheusRule.enabled needs metrics.enabled" }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "serviceMonitor.enabled needs metrics.enabled" }}
+{{- end }}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicas > 1 needs leaderElection.enabled: only one replica may write" }}
+{{- end }}
+{{- if empty .Values.selector }}
+{{- fail "selector must not be empty: the controller adopts only opted-in objects" }}
+{{- end }}
+{{- range .Values.workloads }}
+{{- if not (has . (list "rollouts" "deployments")) }}
+{{- fail (printf "workloads: unknown kind %q (rollouts, deployments)" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Exactly the calls the controller makes. It watches ConfigMaps and Secrets through the
+metadata API (no data), but RBAC cannot tell a metadata request from a full one. */}}
+{{- define "configmap-attacher.rules" -}}
+# The ReplicaSet cache (list + watch); never written.
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list", "watch"]
+# Metadata-only caches of ConfigMaps and Secrets, and one add-only PATCH per object that lacks
+# an owner.
+- apiGroups: [""]
+  resources: ["configmaps", "secrets"]
+  verbs: ["list", "watch", "patch"]
+# Warning Events on the Rollout or Deployment when a patch is forbidden or rejected.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
+# OwnerReferencesPermissionEnforcement: changing ownerReferences needs delete on the object.
+- apiGroups: [""]
+  resources: ["configmaps", "secrets"]
+  verbs: ["delete"]
+{{- end }}
+{{- end }}
