@@ -471,3 +471,14 @@ func directRS(t *testing.T, kube kubernetes.Interface, d *appsv1.Deployment, has
 
 func cmRef(name string) e2e.ConfigRef     { return e2e.ConfigRef{Kind: "ConfigMap", Name: name} }
 func secretRef(name string) e2e.ConfigRef { return e2e.ConfigRef{Kind: "Secret", Name: name} }
+
+func envFromCM(name string) corev1.EnvFromSource {
+	return corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
+}
+
+func optionalEnvFromCM(name string) corev1.EnvFromSource {
+	yes := true
+	s := envFromCM(name)
+	s.ConfigMapRef.Optional = &yes
+	return s
+}

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Metrics over HTTP: -dry-run counts what it would add and the unowned gauge shows the
+// objects; without -dry-run they are adopted and the gauge goes to 0; deleting an object a
+// ReplicaSet requires shows up as lost; optional references do not count.
+func TestMetricsOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	ns := e.namespace(t)
+	kube := e.c.Client(t)
+	sel := "test/metrics=" + ns // not the shared controller's selector
+	l := map[string]string{"test/metrics": ns}
+	createConfig(t, kube, ns, "cm-a", "sec-a", l)
+	createConfig(t, kube, ns, "cm-b", "", l)
+	d := holder(t, kube, ns, "web")
+	spec := podSpec("cm-a", "sec-a")
+	spec.Containers[0].EnvFrom = append(spec.Containers[0].EnvFrom, envFromCM("cm-b"), envFromCM("never-created"), optionalEnvFromCM("optional-missing"))
+	rs := directRS(t, kube, d, "h1", spec)
+	args := []string{"-kubeconfig", e.kubeconfig, "-selector", sel, "-leader-elect=false"}
+
+	dry, err := startController(e.c.Dir, e.bin, "metrics-dry-"+ns, append(args, "-dry-run")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dry.stop)
+	nsl := fmt.Sprintf(`namespace=%q`, ns)
+	waitMetrics(t, dry, "dry run: 3 unowned, 1 lost, 3 would-add", func(m map[string]float64) bool {
+		return metric(m, prefix+"unowned_objects", nsl) == 3 && metric(m, prefix+"lost_references", nsl) == 1 &&
+			metric(m, prefix+"owner_references_would_add_total", `kind="ConfigMap"`) == 2 &&
+			metric(m, prefix+"owner_references_would_add_total", `kind="Secret"`) == 1
+	})
+	m, _ := dry.scrape()
+	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
+		t.Errorf("-dry-run sent %v PATCH requests", n)
+	}
+	if !strings.Contains(dry.log(), "dry run: would add the ReplicaSets as owners") {
+		t.Errorf("-dry-run logged nothing about what it would add")
+	}
+	dry.stop()
+
+	live, err := startController(e.c.Dir, e.bin, "metrics-"+ns, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(live.stop)
+	waitOwned(t, kube, ns, rs, 5*time.Second, cmRef("cm-a"), secretRef("sec-a"), cmRef("cm-b"))
+	waitMetrics(t, live, "adopted: 0 unowned, 3 references added", func(m map[string]float64) bool {
+		return metric(m, prefix+"unowned_objects", nsl) == 0 && metric(m, prefix+"owner_references_added_total", `kind="ConfigMap"`) == 2 &&
+			metric(m, prefix+"owner_references_added_total", `kind="Secret"`) == 1 && metric(m, prefix+"leader") == 1
+	})
+	// A new ReplicaSet: one reaction observed.
+	rs2 := directRS(t, kube, d, "h2", podSpec("cm-a", ""))
+	waitOwned(t, kube, ns, rs2, 2*time.Second, cmRef("cm-a"))
+	waitMetrics(t, live, "one reaction observed", func(m map[string]float64) bool {
+		return metric(m, prefix+"reaction_seconds_count") == 1 && m[prefix+`workqueue_adds_total{name="objects"}`] >= 4
+	})
+	// cm-b deleted while the ReplicaSet still requires it: lost counts it.
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctxT(t), "cm-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics(t, live, "lost 2", func(m map[string]float64) bool { return metric(m, prefix+"lost_references", nsl) == 2 })
+	m, _ = live.scrape()
+	for _, name := range []string{"workqueue_depth", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count", "reconciles_total"} {
+		if sum(m, prefix+name) == 0 && name != "workqueue_depth" {
+			t.Errorf("%s%s not reported", prefix, name)
+		}
+	}
+	if _, ok := m[prefix+`workqueue_depth{name="objects"}`]; !ok {
+		t.Errorf("no workqueue depth")
+	}
+}
+
+func waitMetrics(t *testing.T, p *proc, what string, cond func(map[string]float64) bool) {
+	t.Helper()
+	eventually(t, 30*time.Second, what, func() (bool, string) {
+		m, err := p.scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		var state []string
+		for k, v := range m {
+			if strings.HasPrefix(k, prefix) && !strings.Contains(k, "bucket") && !strings.Contains(k, "api_requests") {
+				state = append(state, fmt.Sprintf("%s=%v", k, v))
+			}
+		}
+		return cond(m), strings.Join(state, " ")
+	})
+}
