@@ -489,7 +489,12 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		ra.Error = err.Error()
 		return ra
 	}
+	// Shown as "current": the controller's new ReplicaSet, or for a Rollout whose template
+	// matches none (the controller has not created it yet) the one status.currentPodHash names.
 	current := NewReplicaSet(ro, rss)
+	if current == nil {
+		current = ByPodHash(rss, ro.Status.CurrentPodHash)
+	}
 	named, stepSels := stepObjects(ro)
 	optedIn := func(m objMeta) bool {
 		if a.selector().Matches(labels.Set(m.labels)) {

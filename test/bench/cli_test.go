@@ -35,6 +35,12 @@ func BenchmarkCommandLine(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The Rollout's spec carries the ReplicaSet's template, as after a real apply: the command
+	// line finds its target with FindNewReplicaSet.
+	ro.Spec.Template = set.ro.Spec.Template
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx, ro, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
 	ro.Status.CurrentPodHash = set.ro.Status.CurrentPodHash
 	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx, ro, metav1.UpdateOptions{}); err != nil {

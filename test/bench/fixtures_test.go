@@ -205,8 +205,7 @@ func (e *env) createObjectSet(ctx context.Context, name string, nCM, nSecret int
 	if s.rs, err = e.createReplicaSet(ctx, ro, hash, podSpec(s.cms, s.secrets)); err != nil {
 		return nil, err
 	}
-	ro.Status.CurrentPodHash = hash
-	s.ro = ro
+	s.ro = cluster.AsController(ro, s.rs)
 	cfg := map[string]any{"configMaps": s.cms}
 	if len(s.secrets) > 0 {
 		cfg["secrets"] = s.secrets

@@ -10,6 +10,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -139,6 +140,7 @@ func (e *env) discoverFixture(b *testing.B) *discoverFixture {
 	}
 	d := &discoverFixture{rss: map[string]string{}}
 	opted := map[string]string{plugin.DefaultDiscoverLabel: "true", setLabel: "disc"}
+	var last *appsv1.ReplicaSet
 	for i := 1; i <= 10; i++ {
 		cm, sec := fmt.Sprintf("disc-cfg-%d", i), fmt.Sprintf("disc-sec-%d", i)
 		if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: opted},
@@ -150,12 +152,12 @@ func (e *env) discoverFixture(b *testing.B) *discoverFixture {
 			b.Fatal(err)
 		}
 		rs := e.replicaSet(b, ctx, set.ro, fmt.Sprintf("rev%d", i), podSpec([]string{cm, "disc-static"}, []string{sec}))
+		last = rs
 		d.rss[cm], d.rss[sec] = string(rs.UID), string(rs.UID)
 		d.objs = append(d.objs, objRef{false, cm}, objRef{true, sec})
 		time.Sleep(10 * time.Millisecond) // distinct creation order
 	}
-	d.ro = set.ro
-	d.ro.Status.CurrentPodHash = "rev10"
+	d.ro = cluster.AsController(set.ro, last)
 	return d
 }
 

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 // RolloutsControllerBinding binds the Argo Rollouts controller's own ClusterRole (applied from
@@ -69,4 +72,15 @@ func InstallRolloutCRD(c *Cluster) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// AsController returns the Rollout as the Rollouts controller passes it to a step plugin once
+// rs is its new ReplicaSet: spec.template is rs's pod template (the plugin finds its target
+// with argo-rollouts' FindNewReplicaSet, as the controller does) and status.currentPodHash is
+// rs's hash. Tests that create ReplicaSets themselves stand in for the controller with it.
+func AsController(ro *v1alpha1.Rollout, rs *appsv1.ReplicaSet) *v1alpha1.Rollout {
+	r := ro.DeepCopy()
+	r.Spec.Template = *rs.Spec.Template.DeepCopy()
+	r.Status.CurrentPodHash = rs.Labels[v1alpha1.DefaultRolloutUniqueLabelKey]
+	return r
 }

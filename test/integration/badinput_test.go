@@ -40,10 +40,13 @@ func TestBadInputWritesNothing(t *testing.T) {
 	e := newEnv(t, c)
 	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
 	ro := e.rollout("web")
-	e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
+	rs := e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
 	e.configMap("cfg")
 	e.configMap("static")
 	e.secret("sec")
+	// kube-controller-manager's ReplicaSet controller writes the status of a new ReplicaSet
+	// once: let it settle so the snapshot only sees our writes.
+	e.waitObserved(rs)
 	before := e.snapshot()
 	s := step(cfg)
 
@@ -61,11 +64,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown key", `{"configMaps":["cfg"],"replicas":2}`, `unknown key "replicas"`},
 		{"string for list", `{"configMaps":"cfg"}`, "configMaps: got a string, want a list of names"},
 		{"object for list", `{"secrets":{"name":"sec"}}`, "secrets: got an object"},
-		{"number in list", `{"configMaps":[1]}`, "want a list of names"},
+		{"number in list", `{"configMaps":[1]}`, "configMaps[0]: got a number, want a name"},
 		{"string for bool", `{"configMaps":["cfg"],"allowUnreferenced":"true"}`, "allowUnreferenced: got a string"},
 		{"number for timeout", `{"configMaps":["cfg"],"timeout":60}`, `duration string such as "5m"`},
 		{"bad duration", `{"configMaps":["cfg"],"timeout":"soon"}`, `"soon" is not a duration`},
-		{"negative timeout", `{"configMaps":["cfg"],"timeout":"-5m"}`, "out of range"},
+		{"negative timeout", `{"configMaps":["cfg"],"timeout":"-5m"}`, "is too short"},
 		{"empty name", `{"configMaps":[""]}`, "empty name"},
 		{"invalid name", `{"configMaps":["Cfg_1"]}`, "is not a valid object name"},
 		{"oversized name", `{"configMaps":["` + long + `"]}`, "must be no more than 253 characters"},
@@ -80,6 +83,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	for _, tc := range steps {
 		r := ro.DeepCopy()
 		r.Status.CurrentPodHash = "cur111"
+		r.Spec.Template = templateOf(t, ro.Namespace, ro.Spec.Selector, "cur111")
 		res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(tc.config)})
 		if rerr.HasError() || res.Phase != types.PhaseFailed {
 			t.Errorf("%s: phase %q err %v, want Failed", tc.name, res.Phase, rerr)
@@ -101,7 +105,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"nothing to attach", base, "nothing to attach"},
 		{"invalid name", append(append([]string{}, base...), "-configmaps", "Cfg"), "is not a valid object name"},
 		{"stray argument", append(append([]string{}, base...), "-configmaps", "cfg", "static"), `unexpected argument "static"`},
-		{"bad timeout", append(append([]string{}, base...), "-configmaps", "cfg", "-timeout", "-1s"), "must be positive"},
+		{"bad timeout", append(append([]string{}, base...), "-configmaps", "cfg", "-timeout", "-1s"), "must be at least 1s"},
 		{"selector without discover", append(append([]string{}, base...), "-configmaps", "cfg", "-selector", "a=b"), "only applies with -discover"},
 	}
 	for _, tc := range clis {

@@ -85,7 +85,7 @@ func TestDryRunAgainstAPIServer(t *testing.T) {
 	e.configMap("cfg")
 	_, rv, _ := e.ownerUIDs("cm", "cfg")
 	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
-	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add owner ReplicaSet web-aaa111 to ConfigMap cfg") {
+	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add ConfigMap cfg ← web-aaa111") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
 	if uids, rv2, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 || rv2 != rv {

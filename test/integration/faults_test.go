@@ -120,9 +120,7 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 	s := step(faulty)
 	s.Concurrency = 2 // slow enough that the stop lands mid-step
 	call := func() (types.RpcStepResult, types.RpcError) {
-		r := w.ro.DeepCopy()
-		r.Status.CurrentPodHash = "cur111"
-		return s.Run(r, stepCtxFor(t, map[string]any{"configMaps": w.names}))
+		return s.Run(cluster.AsController(w.ro, w.rs), stepCtxFor(t, map[string]any{"configMaps": w.names}))
 	}
 	res, rerr := call()
 	<-stopped
@@ -191,9 +189,7 @@ func TestThrottledAPIServer(t *testing.T) {
 		}()
 	}
 	res, tries := retryLikeController(t, func() (types.RpcStepResult, types.RpcError) {
-		r := w.ro.DeepCopy()
-		r.Status.CurrentPodHash = "cur111"
-		return s.Run(r, stepCtxFor(t, map[string]any{"configMaps": w.names}))
+		return s.Run(cluster.AsController(w.ro, w.rs), stepCtxFor(t, map[string]any{"configMaps": w.names}))
 	})
 	close(stop)
 	wg.Wait()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	rolloutshash "github.com/argoproj/argo-rollouts/utils/hash"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -111,13 +113,33 @@ func podSpec(configMaps, secrets []string) corev1.PodSpec {
 // hash, controller reference to the Rollout), with 0 replicas: no pods are needed.
 func (e *env) replicaSet(ro *v1alpha1.Rollout, hash string, spec corev1.PodSpec) *appsv1.ReplicaSet {
 	e.t.Helper()
+	return e.replicaSetWith(ro, hash, corev1.PodTemplateSpec{Spec: spec}, nil)
+}
+
+// replicaSetOf creates the ReplicaSet the Rollouts controller would create for the Rollout's
+// current spec.template: the template's hash (argo-rollouts' own function) as the label, so
+// FindNewReplicaSet finds it as the controller does.
+func (e *env) replicaSetOf(ro *v1alpha1.Rollout) *appsv1.ReplicaSet {
+	e.t.Helper()
+	hash := rolloutshash.ComputePodTemplateHash(&ro.Spec.Template, ro.Status.CollisionCount)
+	return e.replicaSetWith(ro, hash, *ro.Spec.Template.DeepCopy(), nil)
+}
+
+func (e *env) replicaSetWith(ro *v1alpha1.Rollout, hash string, tmpl corev1.PodTemplateSpec, finalizers []string) *appsv1.ReplicaSet {
+	e.t.Helper()
 	zero := int32(0)
 	labels := map[string]string{"app": ro.Name, plugin.PodTemplateHashLabel: hash}
+	tmpl.Labels = map[string]string{}
+	for k, v := range ro.Spec.Template.Labels {
+		tmpl.Labels[k] = v
+	}
+	for k, v := range labels {
+		tmpl.Labels[k] = v
+	}
 	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: ro.Name + "-" + hash, Namespace: e.ns, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: ro.Name + "-" + hash, Namespace: e.ns, Labels: labels, Finalizers: finalizers,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ro, v1alpha1.SchemeGroupVersion.WithKind("Rollout"))}},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
 	}
 	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Create(ctx(e.t), rs, metav1.CreateOptions{})
 	if err != nil {
@@ -169,6 +191,9 @@ func run(t *testing.T, s *plugin.Step, ro *v1alpha1.Rollout, hash string, config
 	}
 	r := ro.DeepCopy()
 	r.Status.CurrentPodHash = hash
+	// The controller passes its Rollout, whose spec.template is the new ReplicaSet's: the step
+	// finds its target from it with argo-rollouts' FindNewReplicaSet, as the controller does.
+	r.Spec.Template = templateOf(t, ro.Namespace, ro.Spec.Selector, hash)
 	res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: raw})
 	if rerr.HasError() {
 		t.Fatalf("Run returned an error result: %v", rerr)
@@ -243,3 +268,37 @@ func (e *env) deleteRS(rs *appsv1.ReplicaSet) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// templateOf is the pod template of the Rollout's ReplicaSet labelled with hash (empty when
+// there is none yet: the step then waits for it).
+func templateOf(t *testing.T, ns string, sel *metav1.LabelSelector, hash string) corev1.PodTemplateSpec {
+	t.Helper()
+	if sel == nil {
+		return corev1.PodTemplateSpec{}
+	}
+	l, err := shared.Client(t).AppsV1().ReplicaSets(ns).List(ctx(t), metav1.ListOptions{LabelSelector: plugin.PodTemplateHashLabel + "=" + hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range l.Items {
+		return rs.Spec.Template
+	}
+	return corev1.PodTemplateSpec{}
+}
+
+// waitObserved waits until kube-controller-manager has written the ReplicaSet's status for
+// its generation (it does so once, shortly after the create).
+func (e *env) waitObserved(rs *appsv1.ReplicaSet) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, err := e.admin.AppsV1().ReplicaSets(e.ns).Get(ctx(e.t), rs.Name, metav1.GetOptions{})
+		if err == nil && cur.Status.ObservedGeneration == cur.Generation {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("ReplicaSet %s: status not observed after 30s (%v)", rs.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

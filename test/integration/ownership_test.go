@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	rolloutshash "github.com/argoproj/argo-rollouts/utils/hash"
+
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,6 +248,7 @@ func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
 	}
 	// A new spec is applied (generation 2); the controller has not caught up yet.
 	ro.Spec.Template.Annotations = map[string]string{"rev": "2"}
+	ro.Spec.Template.Spec = podSpec([]string{"cfg-new"}, []string{"sec-new"})
 	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -281,12 +284,12 @@ func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
 	}
 	// The controller catches up: status first (with the computed hash), then the ReplicaSet.
 	ro.Status.ObservedGeneration = "2"
-	ro.Status.CurrentPodHash = "new222"
+	ro.Status.CurrentPodHash = rolloutshash.ComputePodTemplateHash(&ro.Spec.Template, nil)
 	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond)
-	newRS := e.replicaSet(ro, "new222", podSpec([]string{"cfg-new"}, []string{"sec-new"}))
+	newRS := e.replicaSetOf(ro)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -295,7 +298,7 @@ func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "attached 1 ConfigMap and 1 Secret to ReplicaSet web-new222") {
+	if !strings.Contains(stdout.String(), "attached 1 ConfigMap and 1 Secret to ReplicaSet "+newRS.Name) {
 		t.Errorf("stdout %q", stdout.String())
 	}
 	for _, k := range []string{"cm", "secret"} {

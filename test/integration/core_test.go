@@ -1,0 +1,440 @@
+package integration
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	rolloutshash "github.com/argoproj/argo-rollouts/utils/hash"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+// The ownership core's rules against the real apiserver (issue: one core for every mode).
+
+// TestLegacyEntryUntouched: the original tool's controller: true reference to the target is
+// kept field by field, and the run changes nothing (same resourceVersion).
+func TestLegacyEntryUntouched(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	rs := e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, nil))
+	yes := true
+	legacy := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes, BlockOwnerDeletion: &yes}
+	before := e.configMap("cfg", legacy)
+	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}}))
+	after, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(t), "cfg", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(after.OwnerReferences, before.OwnerReferences) {
+		t.Errorf("owner references changed:\n before %+v\n after  %+v", before.OwnerReferences, after.OwnerReferences)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("resourceVersion %s → %s: the run rewrote the object", before.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+// TestStaleListAgainstAPIServer: the list names only an older revision's objects: Failed,
+// nothing written, history included.
+func TestStaleListAgainstAPIServer(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	e.replicaSet(ro, "old111", podSpec([]string{"cfg-old"}, nil))
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of one second
+	e.replicaSet(ro, "cur222", podSpec([]string{"cfg-new"}, nil))
+	e.configMap("cfg-old")
+	e.configMap("cfg-new")
+	_, rv, _ := e.ownerUIDs("cm", "cfg-old")
+	res := run(t, step(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the step list is stale") || !strings.Contains(res.Message, "ConfigMap cfg-old (used by web-old111)") {
+		t.Fatalf("%s: %s", res.Phase, res.Message)
+	}
+	for _, n := range []string{"cfg-old", "cfg-new"} {
+		if uids, rv2, _ := e.ownerUIDs("cm", n); len(uids) != 0 || (n == "cfg-old" && rv2 != rv) {
+			t.Errorf("a failed run wrote %s: %v", n, uids)
+		}
+	}
+}
+
+// TestNoOwnerBeingDeleted: a ReplicaSet held by a finalizer after its deletion has a
+// deletionTimestamp; a label added now to an object it and the new ReplicaSet use must not make
+// it an owner (the object would go with it), and the object survives its collection.
+func TestNoOwnerBeingDeleted(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	old := e.replicaSetWith(ro, "old111", corev1.PodTemplateSpec{Spec: podSpec([]string{"shared"}, nil)}, []string{"example.com/hold"})
+	e.deleteRS(old)
+	cur := e.replicaSet(ro, "cur222", podSpec([]string{"shared"}, nil))
+	e.configMap("shared") // labelled while the old ReplicaSet is being deleted
+	mustSucceed(t, run(t, step(cfg), ro, "cur222", map[string]any{"configMaps": []string{"shared"}, "discover": map[string]any{}}))
+	uids, _, _ := e.ownerUIDs("cm", "shared")
+	if len(uids) != 1 || !uids[string(cur.UID)] {
+		t.Fatalf("owners %v, want only the live ReplicaSet %s", uids, cur.UID)
+	}
+	// Release the old ReplicaSet: it goes, the object stays with its live owner.
+	if _, err := e.admin.AppsV1().ReplicaSets(e.ns).Patch(ctx(t), old.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.stillThere("cm", "shared", 3*time.Second)
+}
+
+// TestCredentialsNotAttached: an image pull secret and a CSI nodePublishSecretRef listed in the
+// step are left alone unless opted in.
+func TestCredentialsNotAttached(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	ro := e.rollout("web")
+	spec := podSpec([]string{"cfg"}, nil)
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-cred"}}}})
+	e.replicaSet(ro, "cur111", spec)
+	e.configMap("cfg")
+	e.secret("regcred")
+	e.secret("csi-cred")
+	res := run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"regcred", "csi-cred"}})
+	mustSucceed(t, res)
+	if !strings.Contains(res.Message, "skipped Secret regcred") || !strings.Contains(res.Message, "skipped Secret csi-cred") || !strings.Contains(res.Message, "credential") {
+		t.Errorf("message %q", res.Message)
+	}
+	for _, n := range []string{"regcred", "csi-cred"} {
+		if uids, _, _ := e.ownerUIDs("secret", n); len(uids) != 0 {
+			t.Errorf("credential %s got owners %v", n, uids)
+		}
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 1 {
+		t.Errorf("cfg owners %v", uids)
+	}
+}
+
+// TestRequireOptInAgainstConfusedDeputy: a Rollout editor who may not delete a ConfigMap points
+// the template and the step at it. Without the policy the step (the controller's identity)
+// makes it a dependent and the garbage collector deletes it with the ReplicaSet: the threat.
+// With --require-opt-in the step fails, names the label, and writes nothing.
+func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	editorRules := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get", "update", "patch"}}}
+	editor := c.ServiceAccountConfig(t, e.ns, "rollout-editor", editorRules, nil)
+	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":rollout-editor", e.ns, editorRules)
+	edit, err := kubernetes.NewForConfig(editor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"precious", "precious-2"} {
+		if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := edit.CoreV1().ConfigMaps(e.ns).Delete(ctx(t), "precious", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the editor must not be able to delete the ConfigMap: %v", err)
+	}
+	ro := e.rollout("web")
+	// The editor's change: the template mounts the ConfigMaps, the step lists them.
+	rolloutsAsEditor := rolloutsClient(t, editor)
+	ro, err = rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Get(ctx(t), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Spec.Template.Spec = podSpec([]string{"precious", "precious-2"}, nil)
+	if ro, err = rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the editor updates the Rollout: %v", err)
+	}
+	rs := e.replicaSetOf(ro) // the controller creates the ReplicaSet
+	config := map[string]any{"configMaps": []string{"precious", "precious-2"}}
+
+	// With the policy: Failed, the label named, nothing written.
+	guarded := step(cfg)
+	guarded.Policy = plugin.Policy{RequireOptIn: true}
+	res := run(t, guarded, ro, rs.Labels[plugin.PodTemplateHashLabel], config)
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "--require-opt-in") || !strings.Contains(res.Message, "configmap-attacher/revisioned=true") {
+		t.Fatalf("with the policy: %s: %s", res.Phase, res.Message)
+	}
+	for _, n := range []string{"precious", "precious-2"} {
+		if uids, _, _ := e.ownerUIDs("cm", n); len(uids) != 0 {
+			t.Errorf("%s got owners under the policy: %v", n, uids)
+		}
+	}
+	// Without it (the planted check that the threat is real): attached, then collected with
+	// the ReplicaSet, although the editor could not delete it.
+	mustSucceed(t, run(t, step(cfg), ro, rs.Labels[plugin.PodTemplateHashLabel], map[string]any{"configMaps": []string{"precious"}}))
+	e.deleteRS(rs)
+	e.waitGone("cm", "precious")
+	e.stillThere("cm", "precious-2", 0)
+}
+
+// TestMetadataOnlyRequests: every ConfigMap and Secret request (the discovery LIST, the dry
+// run's GET, the PATCH) asks for PartialObjectMetadata, so no data enters the process.
+func TestMetadataOnlyRequests(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	cfg := rest.CopyConfig(controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml"))
+	var mu sync.Mutex
+	seen := map[string][]string{} // "METHOD resource" → Accept headers
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			for _, res := range []string{"/configmaps", "/secrets"} {
+				if strings.Contains(r.URL.Path, res) {
+					mu.Lock()
+					seen[r.Method+" "+res[1:]] = append(seen[r.Method+" "+res[1:]], r.Header.Get("Accept"))
+					mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	ro := e.rollout("web")
+	e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
+	e.configMap("cfg")
+	s := e.secret("sec")
+	s.Labels = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+	if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "dryRun": true, "discover": map[string]any{}}))
+	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}}))
+	var kinds []string
+	for k, accepts := range seen {
+		kinds = append(kinds, k)
+		for _, a := range accepts {
+			if !strings.Contains(a, "as=PartialObjectMetadata") {
+				t.Errorf("%s asked for %q: the object (and its data) would be sent", k, a)
+			}
+		}
+	}
+	// GET covers the dry run's read and the discovery LISTs (both GET on the wire).
+	for _, k := range []string{"GET configmaps", "GET secrets", "PATCH configmaps", "PATCH secrets"} {
+		if len(seen[k]) == 0 {
+			t.Errorf("no %s request seen (saw %v): the check would pass by accident", k, kinds)
+		}
+	}
+}
+
+func rolloutsClient(t *testing.T, cfg *rest.Config) rolloutsclient.Interface {
+	t.Helper()
+	rc, err := rolloutsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// TestCommandLineStaleStatusImageOnly: the controller recorded observedGeneration for a new
+// spec but could not create its ReplicaSet (status.currentPodHash still names the previous
+// one, as after FailedRSCreate); the change is image-only, so the previous ReplicaSet uses the
+// same config. The command line must wait for the new ReplicaSet, not attach to the old one.
+func TestCommandLineStaleStatusImageOnly(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	ro.Spec.Template.Spec = podSpec([]string{"cfg"}, nil)
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := e.replicaSetOf(ro)
+	e.configMap("cfg")
+	// Image-only change; the controller observes it but its ReplicaSet create is denied.
+	ro.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
+	ro.Status.CurrentPodHash = old.Labels[plugin.PodTemplateHashLabel]
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := jobKubeconfig(t, c, e.ns)
+	done := make(chan int, 1)
+	var stdout, stderr syncBuilder
+	go func() {
+		done <- (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
+			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-kubeconfig", kubeconfig, "-timeout", "60s"})
+	}()
+	time.Sleep(2 * time.Second)
+	select {
+	case code := <-done:
+		t.Fatalf("finished against a stale status (exit %d): %s %s", code, stdout.String(), stderr.String())
+	default:
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+		t.Fatalf("attached to the previous ReplicaSet: %v", uids)
+	}
+	if !strings.Contains(stderr.String(), "to create the ReplicaSet of the current pod template") {
+		t.Errorf("the wait is not explained: %s", stderr.String())
+	}
+	// The quota is lifted: the controller creates the new ReplicaSet.
+	ro.Status.CurrentPodHash = rolloutshash.ComputePodTemplateHash(&ro.Spec.Template, nil)
+	newRS := e.replicaSetOf(ro)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command line did not finish")
+	}
+	uids, _, _ := e.ownerUIDs("cm", "cfg")
+	if !uids[string(newRS.UID)] {
+		t.Errorf("owners %v lack the new ReplicaSet %s", uids, newRS.UID)
+	}
+	if !strings.Contains(stdout.String(), "to ReplicaSet "+newRS.Name) {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// TestCommandLineDecidesAtOnce: once the ReplicaSet of the current spec exists, an
+// unreferenced name fails at once (not after -timeout), and so does InvalidSpec=True.
+func TestCommandLineDecidesAtOnce(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	ro.Spec.Template.Spec = podSpec([]string{"cfg"}, nil)
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.replicaSetOf(ro)
+	e.configMap("cfg")
+	e.configMap("typo")
+	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := jobKubeconfig(t, c, e.ns)
+	cli := func(names string) (int, string, time.Duration) {
+		var stdout, stderr syncBuilder
+		start := time.Now()
+		code := (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
+			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", names, "-kubeconfig", kubeconfig, "-timeout", "5m"})
+		return code, stderr.String(), time.Since(start)
+	}
+	code, stderr, took := cli("cfg,typo")
+	if code != plugin.ExitFail || !strings.Contains(stderr, "refusing to attach ConfigMap typo") || took > 10*time.Second {
+		t.Errorf("unreferenced: exit %d after %s: %s", code, took, stderr)
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+		t.Errorf("a refused run wrote cfg: %v", uids)
+	}
+	t.Logf("unreferenced name refused in %s", took.Round(time.Millisecond))
+	ro.Status.Conditions = []v1alpha1.RolloutCondition{{Type: v1alpha1.InvalidSpec, Status: corev1.ConditionTrue, Reason: "InvalidSpec",
+		Message: "The Rollout \"web\" is invalid: spec.strategy.canary.steps[0]: bad", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr, took = cli("cfg")
+	if code != plugin.ExitFail || !strings.Contains(stderr, "InvalidSpec=True") || !strings.Contains(stderr, "steps[0]: bad") || took > 10*time.Second {
+		t.Errorf("InvalidSpec: exit %d after %s: %s", code, took, stderr)
+	}
+}
+
+// TestCommandLineExpectTemplateAnnotation: with -expect-template-annotation the command line
+// waits until the applied template carries the release's value (a Sync hook that started
+// before the apply), then attaches.
+func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
+	c := sharedCluster(t)
+	e := newEnv(t, c)
+	ro := e.rollout("web")
+	ro.Spec.Template.Annotations = map[string]string{"example.com/release": "41"}
+	ro.Spec.Template.Spec = podSpec([]string{"cfg-41"}, nil)
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.replicaSetOf(ro)
+	e.configMap("cfg-41")
+	e.configMap("cfg-42")
+	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := jobKubeconfig(t, c, e.ns)
+	done := make(chan int, 1)
+	var stdout, stderr syncBuilder
+	go func() {
+		done <- (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
+			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-42", "-expect-template-annotation", "example.com/release=42", "-kubeconfig", kubeconfig, "-timeout", "60s"})
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case code := <-done:
+		t.Fatalf("did not wait for release 42 (exit %d): %s", code, stderr.String())
+	default:
+	}
+	// The sync applies release 42; the controller observes it and creates its ReplicaSet.
+	ro.Spec.Template.Annotations["example.com/release"] = "42"
+	ro.Spec.Template.Spec = podSpec([]string{"cfg-42"}, nil)
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs := e.replicaSetOf(ro)
+	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
+	if _, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command line did not finish")
+	}
+	if uids, _, _ := e.ownerUIDs("cm", "cfg-42"); !uids[string(rs.UID)] {
+		t.Errorf("cfg-42 owners %v", uids)
+	}
+	if !strings.Contains(stderr.String(), "to carry annotation example.com/release=42") {
+		t.Errorf("the wait is not logged: %s", stderr.String())
+	}
+}
+
+// jobKubeconfig is the Job's identity with exactly examples/job.yaml's RBAC.
+func jobKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
+	t.Helper()
+	jobCfg := c.ServiceAccountConfig(t, ns, "configmap-attacher-job", nil, nil)
+	c.ApplyYAMLFile(t, nil, repoFile("examples", "job.yaml"), ns)
+	c.WaitForRBAC(t, "system:serviceaccount:"+ns+":configmap-attacher-job", ns, []rbacv1.PolicyRule{
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}})
+	return c.WriteKubeconfig(t, jobCfg)
+}
+
+// syncBuilder is a strings.Builder safe for a writer goroutine and a reader.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
