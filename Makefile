@@ -49,7 +49,11 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-## release: static binaries for linux and darwin, amd64 and arm64, and their sha256 sums.
+## release: static binaries for linux and darwin, amd64 and arm64, their sha256 sums, the image
+## index (from the same linux binaries: the digest `make image` gives) and dist/install.md (the
+## argo-rollouts-config entry per linux arch with its real sha256, the argo-helm values, the
+## image by digest). Binaries are reproducible: -trimpath, -buildvcs=false, no timestamps.
+release: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 release:
 	rm -rf dist && mkdir -p dist
 	for p in $(PLATFORMS); do \
@@ -58,6 +62,10 @@ release:
 	    -o dist/configmap-attacher-$$os-$$arch . || exit 1; \
 	done
 	cd dist && sha256sum configmap-attacher-* > checksums.txt && cat checksums.txt
+	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
+	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a)) \
+	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
+	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO)
 
 clean:
 	rm -rf bin dist

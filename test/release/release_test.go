@@ -1,0 +1,238 @@
+// Package release tests `make release`: the linux binaries are reproducible (a second build in
+// another directory with an empty Go build cache gives the same sha256, and the same image
+// index digest), and dist/install.md carries the real sha256 of each linux binary, the image by
+// its digest and the argo-helm values.
+package release
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	version = "v0.0.0-releasetest"
+	image   = "ghcr.io/configmap-attacher/configmap-attacher"
+	epoch   = "1700000000"
+)
+
+var archs = []string{"amd64", "arm64"}
+
+func TestReleaseReproducible(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make is required: %v", err)
+	}
+	root := moduleRoot(t)
+	tmp := t.TempDir()
+
+	// Build 1: the module as it is, with the usual build cache.
+	a := filepath.Join(tmp, "a")
+	copyTree(t, root, a)
+	start := time.Now()
+	makeRelease(t, a, nil)
+	t.Logf("build 1 (warm cache) in %s", time.Since(start).Round(time.Millisecond))
+
+	// Build 2: another path, another HOME and TZ, and an empty build cache: every package,
+	// the standard library included, is compiled again.
+	b := filepath.Join(tmp, "b", "elsewhere")
+	copyTree(t, root, b)
+	start = time.Now()
+	makeRelease(t, b, []string{"GOCACHE=" + filepath.Join(tmp, "gocache"), "HOME=" + filepath.Join(tmp, "home"), "TZ=Pacific/Kiritimati"})
+	t.Logf("build 2 (empty cache, other path) in %s", time.Since(start).Round(time.Millisecond))
+
+	sumsA, sumsB := readSums(t, filepath.Join(a, "dist")), readSums(t, filepath.Join(b, "dist"))
+	for _, arch := range archs {
+		n := "configmap-attacher-linux-" + arch
+		if sumsA[n] == "" || sumsA[n] != sumsB[n] {
+			t.Errorf("%s: sha256 %q then %q: not reproducible", n, sumsA[n], sumsB[n])
+		}
+		if got := fileSHA(t, filepath.Join(a, "dist", n)); got != sumsA[n] {
+			t.Errorf("%s: sha256 %s, checksums.txt says %s", n, got, sumsA[n])
+		}
+	}
+	digestA := strings.TrimSpace(readFile(t, filepath.Join(a, "dist", "configmap-attacher-image.oci.digest")))
+	digestB := strings.TrimSpace(readFile(t, filepath.Join(b, "dist", "configmap-attacher-image.oci.digest")))
+	if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(digestA) || digestA != digestB {
+		t.Errorf("image index digest %q then %q: not reproducible", digestA, digestB)
+	}
+
+	checkInstallMD(t, readFile(t, filepath.Join(a, "dist", "install.md")), sumsA, digestA)
+	if mdB := readFile(t, filepath.Join(b, "dist", "install.md")); mdB != readFile(t, filepath.Join(a, "dist", "install.md")) {
+		t.Errorf("install.md differs between the two builds")
+	}
+	t.Logf("linux/amd64 %s, linux/arm64 %s, index %s", sumsA["configmap-attacher-linux-amd64"], sumsA["configmap-attacher-linux-arm64"], digestA)
+}
+
+// checkInstallMD checks every YAML block of install.md: the stepPlugins entries carry each
+// linux binary's real sha256 and its download URL, and the chart values install the image by
+// digest with install-plugin and a file:// location into the shared volume.
+func checkInstallMD(t *testing.T, md string, sums map[string]string, digest string) {
+	t.Helper()
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(md, -1)
+	seen := map[string]bool{}
+	values := false
+	for _, blk := range blocks {
+		var doc map[string]any
+		if err := yaml.Unmarshal([]byte(blk[1]), &doc); err != nil {
+			t.Errorf("install.md: YAML block does not parse: %v\n%s", err, blk[1])
+			continue
+		}
+		if sp, ok := doc["stepPlugins"].(string); ok {
+			var entries []struct{ Name, Location, SHA256 string }
+			if err := yaml.Unmarshal([]byte(sp), &entries); err != nil || len(entries) != 1 {
+				t.Errorf("install.md: stepPlugins %q: %v", sp, err)
+				continue
+			}
+			e := entries[0]
+			asset := e.Location[strings.LastIndex(e.Location, "/")+1:]
+			if e.Name != "configmap-attacher/configmap-attacher" || sums[asset] == "" || e.SHA256 != sums[asset] ||
+				e.Location != "https://github.com/configmap-attacher/configmap-attacher/releases/download/"+version+"/"+asset {
+				t.Errorf("install.md: entry %+v: want the sha256 %q of %s", e, sums[asset], asset)
+			}
+			seen[asset] = true
+		}
+		if c, ok := doc["controller"].(map[string]any); ok {
+			values = true
+			b, _ := yaml.Marshal(c)
+			var v struct {
+				StepPlugins    []struct{ Name, Location string } `json:"stepPlugins"`
+				InitContainers []struct {
+					Image string
+					Args  []string
+				} `json:"initContainers"`
+				VolumeMounts []struct{ Name, MountPath string } `json:"volumeMounts"`
+			}
+			if err := yaml.Unmarshal(b, &v); err != nil || len(v.StepPlugins) != 1 || len(v.InitContainers) != 1 || len(v.VolumeMounts) != 1 {
+				t.Errorf("install.md: chart values %s: %v", b, err)
+				continue
+			}
+			if ic := v.InitContainers[0]; ic.Image != image+"@"+digest || strings.Join(ic.Args, " ") != "install-plugin /plugins" {
+				t.Errorf("install.md: initContainer %+v, want %s@%s with install-plugin /plugins", ic, image, digest)
+			}
+			if v.StepPlugins[0].Location != "file://"+v.VolumeMounts[0].MountPath+"/configmap-attacher" {
+				t.Errorf("install.md: location %s, want the controller's mount %s", v.StepPlugins[0].Location, v.VolumeMounts[0].MountPath)
+			}
+		}
+	}
+	for _, arch := range archs {
+		if n := "configmap-attacher-linux-" + arch; !seen[n] {
+			t.Errorf("install.md: no argo-rollouts-config entry for %s", n)
+		}
+	}
+	if !values {
+		t.Errorf("install.md: no argo-rollouts chart values")
+	}
+	for _, want := range []string{image + "@" + digest, "mixed architectures", "2.39.1", "2.39.4", "installCRDs: false", "controller.createConfigmap"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("install.md lacks %q", want)
+		}
+	}
+}
+
+func makeRelease(t *testing.T, dir string, env []string) {
+	t.Helper()
+	cmd := exec.Command("make", "release", "PLATFORMS=linux/amd64 linux/arm64", "VERSION="+version, "REVISION=0123456789abcdef0123456789abcdef01234567")
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make release in %s: %v\n%s", dir, err, out)
+	}
+}
+
+// copyTree copies the module's files (not .git, bin, dist) from src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() && (rel == ".git" || rel == "bin" || rel == "dist") {
+			return filepath.SkipDir
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		fi, err := in.Stat()
+		if err != nil {
+			return err
+		}
+		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fi.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		t.Fatalf("copying %s to %s: %v", src, dst, err)
+	}
+}
+
+func readSums(t *testing.T, dist string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dist, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) == 2 {
+			m[fields[1]] = fields[0]
+		}
+	}
+	return m
+}
+
+func fileSHA(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("go env GOMOD: %q %v", out, err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
