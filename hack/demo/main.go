@@ -140,7 +140,9 @@ func (d *demo) setup() error {
 
 	t0 = time.Now()
 	fmt.Printf("   starting the Argo Rollouts controller %s with the plugin registered ... ", e2e.RolloutsVersion)
-	if d.ctl, err = e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: d.plugin}); err != nil {
+	if d.ctl, err = e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: d.plugin,
+		// As the examples install it: owner references only on opted-in objects (the demo labels them).
+		PluginArgs: []string{"--require-opt-in"}}); err != nil {
 		fmt.Println("failed")
 		return fmt.Errorf("start the Argo Rollouts controller: %w", err)
 	}
