@@ -200,6 +200,10 @@ func New(cfg Config) (*Controller, error) {
 		c.bcast = record.NewBroadcaster()
 		c.events = c.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher-controller"})
 	}
+	if le := cfg.LeaderElection; le != nil {
+		// Created here, not in Run: /healthz may be served before Run starts.
+		c.healthz = leaderelection.NewLeaderHealthzAdaptor(le.LeaseDuration + le.RenewDeadline)
+	}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -723,7 +727,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	}
 	le := c.cfg.LeaderElection
-	c.healthz = leaderelection.NewLeaderHealthzAdaptor(le.LeaseDuration + le.RenewDeadline)
 	lost := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
