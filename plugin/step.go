@@ -122,7 +122,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
-	target := NewReplicaSet(ro, rss)
+	target := stepTarget(ro, rss)
 	if target == nil {
 		return s.wait(log, ro, wl, cfg, prev)
 	}
@@ -174,15 +174,26 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 }
 
 // NewReplicaSet is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
-// given: argo-rollouts' FindNewReplicaSet (the template hash with status.collisionCount, then
-// the old hash, then template equality, which is what finds a re-used ReplicaSet after undo).
-// A Rollout whose spec.template is empty (a workloadRef the caller has not resolved) falls
-// back to the ReplicaSet labelled with status.currentPodHash.
+// read from the API (the command line, audit): argo-rollouts' FindNewReplicaSet (the template
+// hash with status.collisionCount, then the old hash, then template equality, which is what
+// finds a re-used ReplicaSet after undo). A Rollout without a template (an unresolved
+// workloadRef) falls back to the ReplicaSet that status.currentPodHash names.
 func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	if len(ro.Spec.Template.Spec.Containers) == 0 {
 		return ByPodHash(rss, ro.Status.CurrentPodHash)
 	}
 	return replicasetutil.FindNewReplicaSet(ro, rss)
+}
+
+// stepTarget is the step's target: the ReplicaSet labelled with status.currentPodHash, the
+// controller's own record of its new ReplicaSet. The step cannot use FindNewReplicaSet on the
+// Rollout it receives: net/rpc's gob drops zero values (automountServiceAccountToken: false,
+// replicas: 0, …), so the template arrives changed and hashes differently from the ReplicaSet
+// the controller created (rpc TestRolloutTemplateIsLossyOverRPC). The hash is current when a
+// step runs: the controller resets the step index in the same status write that records the
+// new hash, and runs steps from the persisted status.
+func stepTarget(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	return ByPodHash(rss, ro.Status.CurrentPodHash)
 }
 
 func (st *StepStatus) setAttached(objs []Object) {
@@ -204,13 +215,9 @@ func (s *Step) event(ro *v1alpha1.Rollout, eventType, reason, msg string) {
 // wait returns Running while the ReplicaSet is missing, and Failed once the timeout passed
 // since the first wait (recorded in the Status, since the plugin keeps no memory).
 func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Workload, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
-	what := fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of %s", ref)
-	switch {
-	case len(ro.Spec.Template.Spec.Containers) > 0:
-	case ro.Status.CurrentPodHash == "":
+	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by %s", PodTemplateHashLabel, ro.Status.CurrentPodHash, ref)
+	if ro.Status.CurrentPodHash == "" {
 		what = fmt.Sprintf("%s to report status.currentPodHash", ref)
-	default:
-		what = fmt.Sprintf("ReplicaSet with label %s=%s owned by %s", PodTemplateHashLabel, ro.Status.CurrentPodHash, ref)
 	}
 	since := s.now()
 	if prev.WaitingSince != nil {

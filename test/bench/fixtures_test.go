@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/metadata"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
@@ -346,30 +348,51 @@ func (e *env) verifyOwned(b testing.TB, sets ...*objectSet) {
 }
 
 // ownerPatch is the body the plugin sends (plugin/attach.go ownerPatch), for the floor.
-func ownerPatch(rs *appsv1.ReplicaSet) []byte {
-	f := false
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{
-		{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &f}}}})
-	return body
-}
+func ownerPatch(rs *appsv1.ReplicaSet) []byte { return plugin.OwnerPatch(rs) }
 
 // floorPatches sends the step's patches straight through client-go, 8 at a time (the
 // plugin's concurrency), with no list, no planning, no event and no RPC.
 func floorPatches(ctx context.Context, cs kubernetes.Interface, ns string, objs []objRef, body []byte) error {
+	return floorSend(ctx, objs, func(ctx context.Context, o objRef) error {
+		var err error
+		if o.secret {
+			_, err = cs.CoreV1().Secrets(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
+		} else {
+			_, err = cs.CoreV1().ConfigMaps(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
+		}
+		return err
+	})
+}
+
+// floorMetaPatches is floorPatches through the metadata client: exactly the plugin's requests
+// (PATCH with Accept: PartialObjectMetadata, so only metadata comes back).
+func floorMetaPatches(ctx context.Context, m metadata.Interface, ns string, objs []objRef, body []byte) error {
+	return floorSend(ctx, objs, func(ctx context.Context, o objRef) error {
+		res := "configmaps"
+		if o.secret {
+			res = "secrets"
+		}
+		_, err := m.Resource(corev1.SchemeGroupVersion.WithResource(res)).Namespace(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
+		return err
+	})
+}
+
+func floorSend(ctx context.Context, objs []objRef, send func(context.Context, objRef) error) error {
 	var g errgroup.Group
 	g.SetLimit(8)
 	for _, o := range objs {
-		g.Go(func() error {
-			var err error
-			if o.secret {
-				_, err = cs.CoreV1().Secrets(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
-			} else {
-				_, err = cs.CoreV1().ConfigMaps(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
-			}
-			return err
-		})
+		g.Go(func() error { return send(ctx, o) })
 	}
 	return g.Wait()
+}
+
+func metaClient(b testing.TB, cfg *rest.Config) metadata.Interface {
+	b.Helper()
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
 
 // floorList is the plugin's one list: the Rollout's ReplicaSets by its selector, consistent

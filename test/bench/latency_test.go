@@ -63,6 +63,7 @@ func BenchmarkStepLatency(b *testing.B) {
 	id := e.controllerIdentity(b)
 	proc := startPlugin(b, plugin.DefaultQPS, plugin.DefaultBurst, e.kubeconfigArgs(b, id)...)
 	floor := clientset(b, id)
+	floorMeta := metaClient(b, id)
 	inproc := inProcessStep(b, id, true)
 	inprocNoEv := inProcessStep(b, id, false)
 
@@ -71,18 +72,18 @@ func BenchmarkStepLatency(b *testing.B) {
 		set := e.newObjectSet(b, fmt.Sprintf("lat%d", size.objects), nCM, nSec, nil)
 		objs, body := set.objects(), ownerPatch(set.rs)
 		variants := []variant{
-			{name: vFloor, step: func(ctx context.Context) error { return floorPatches(ctx, floor, e.ns, objs, body) }},
+			{name: vFloor, step: func(ctx context.Context) error { return floorMetaPatches(ctx, floorMeta, e.ns, objs, body) }},
 			{name: vFloorList, step: func(ctx context.Context) error {
 				if err := floorList(ctx, floor, set); err != nil {
 					return err
 				}
-				return floorPatches(ctx, floor, e.ns, objs, body)
+				return floorMetaPatches(ctx, floorMeta, e.ns, objs, body)
 			}},
 			{name: vFloorCached, step: func(ctx context.Context) error {
 				if err := floorListRV(ctx, floor, set, "0"); err != nil {
 					return err
 				}
-				return floorPatches(ctx, floor, e.ns, objs, body)
+				return floorMetaPatches(ctx, floorMeta, e.ns, objs, body)
 			}},
 			{name: vInProcNoEv, step: func(context.Context) error { return checkResult(inprocNoEv.Run(set.ro, stepContext(set))) }},
 			{name: vInProc, step: func(context.Context) error { return checkResult(inproc.Run(set.ro, stepContext(set))) }},

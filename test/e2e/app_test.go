@@ -367,7 +367,7 @@ func ownedBy(refs []metav1.OwnerReference, rs *appsv1.ReplicaSet) bool {
 	for _, r := range refs {
 		if r.UID == rs.UID {
 			return r.APIVersion == "apps/v1" && r.Kind == "ReplicaSet" && r.Name == rs.Name &&
-				r.Controller != nil && !*r.Controller && r.BlockOwnerDeletion == nil
+				r.Controller == nil && r.BlockOwnerDeletion == nil
 		}
 	}
 	return false
