@@ -64,7 +64,7 @@ type AuditReport struct {
 	Fix *AuditFix `json:"fix,omitempty"`
 
 	// additions are what -fix adds, per namespace and object.
-	additions map[string]map[Object]*Write
+	additions map[string]map[Object]*Candidate
 }
 
 // AuditCounts counts the findings, and the owner references -fix adds (fixable) or may not
@@ -216,7 +216,7 @@ type nsSnapshot struct {
 // the report (RolloutAudit.Error); only a failure to read the Rollouts is returned.
 func (a *Auditor) Audit(ctx context.Context, namespace, name string) (*AuditReport, error) {
 	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Unattributed: []Finding{},
-		additions: map[string]map[Object]*Write{}}
+		additions: map[string]map[Object]*Candidate{}}
 	var ros []v1alpha1.Rollout
 	err := a.retry(ctx, "rollouts.argoproj.io", namespace, func(ctx context.Context) error {
 		if name != "" {
@@ -476,7 +476,7 @@ type rsRefs struct {
 	required References
 }
 
-func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, additions map[string]map[Object]*Write) RolloutAudit {
+func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, additions map[string]map[Object]*Candidate) RolloutAudit {
 	ns := ro.Namespace
 	ra := RolloutAudit{Namespace: ns, Name: ro.Name, UID: ro.UID, ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
 	sel, err := a.selectorOf(ctx, ro)
@@ -604,12 +604,12 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 		if len(missing) > 0 {
 			byObj := additions[ns]
 			if byObj == nil {
-				byObj = map[Object]*Write{}
+				byObj = map[Object]*Candidate{}
 				additions[ns] = byObj
 			}
 			add := byObj[o]
 			if add == nil {
-				add = &Write{Object: o}
+				add = &Candidate{Object: o, Labels: m.labels, Owners: m.owners}
 				byObj[o] = add
 			}
 			for _, rs := range missing {
@@ -945,15 +945,18 @@ func (a *Auditor) Fix(ctx context.Context, rep *AuditReport) {
 	}
 	sort.Strings(nss)
 	for _, ns := range nss {
-		var ws []Write
-		for _, add := range rep.additions[ns] {
-			ws = append(ws, *add)
+		var cands []Candidate
+		for _, c := range rep.additions[ns] {
+			cands = append(cands, *c)
 		}
-		sortWrites(ws)
-		// The core's write: the same add-only patch, one per object, live owners only.
-		added, err := a.attacher().ApplyWrites(ctx, ns, ws)
-		for _, w := range added {
+		// The core's adoption stage: MissingOwners over each object's ReplicaSets, the same
+		// add-only patch, one per object, live owners only.
+		res, err := a.attacher().Adopt(ctx, ns, cands, Policy{}, false)
+		for _, w := range res.Added {
 			fix.Added = append(fix.Added, AuditAddition{Namespace: ns, Kind: w.Object.Kind, Name: w.Object.Name, ReplicaSets: w.Names()})
+		}
+		for _, warn := range res.Warnings {
+			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %s", ns, warn))
 		}
 		if err != nil {
 			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %v", ns, err))

@@ -11,8 +11,10 @@ import (
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // This file is the ownership core: every mode (the step, the command line, audit -fix and the
@@ -111,7 +113,15 @@ type Result struct {
 	// Warnings are problems with objects of older ReplicaSets found by discovery: logged and
 	// reported, but they do not decide the verdict.
 	Warnings []string
-	Message  string
+	// Errors are the per-object errors behind Warnings, for callers that count them by kind.
+	Errors  []ObjectError
+	Message string
+}
+
+// ObjectError is a write that failed for one object nobody listed.
+type ObjectError struct {
+	Object Object
+	Err    error
 }
 
 // Grace is how long a listed object that does not exist is waited for: a sync may create it
@@ -366,8 +376,9 @@ func kindsOf(objs []Object) []Kind {
 }
 
 // discover adds every object matching the discovery selector (and, with the policy on, the
-// opt-in selector) that a live ReplicaSet references and that lacks it as an owner. At most
-// one metadata list per kind that some template references.
+// opt-in selector) that a live ReplicaSet references and that lacks it as an owner: the
+// candidates of one metadata list per kind that some template references, through planAdoption,
+// the same stage Adopt runs for audit -fix and the controller.
 func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, p *Plan, attach map[Object]*Write) error {
 	sel := req.Discover
 	if req.Policy.RequireOptIn {
@@ -388,6 +399,11 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 	if needSecret {
 		kinds = append(kinds, KindSecret)
 	}
+	cache := refCache{}
+	for i, rs := range rss {
+		cache[rs.UID] = refs[i]
+	}
+	var cands []Candidate
 	for _, k := range kinds {
 		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
 		if err != nil {
@@ -395,25 +411,90 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 		}
 		for name, m := range metas {
 			o := Object{k, name}
-			missing := MissingOwners(o, m.Owners, rss, refs)
 			if w, ok := attach[o]; ok {
 				// Listed too: the owners it already has need no write.
 				w.ReplicaSets = MissingOwners(o, m.Owners, w.ReplicaSets, nil)
 				continue
 			}
-			if len(missing) > 0 {
-				attach[o] = &Write{Object: o, ReplicaSets: missing}
-				continue
-			}
-			for i, rs := range rss {
-				if Live(rs) && refs[i].Has(o) {
-					p.Owned++
-					break
-				}
-			}
+			cands = append(cands, Candidate{Object: o, Labels: m.Labels, Owners: m.Owners, ReplicaSets: rss})
 		}
 	}
+	ws, owned := planAdoption(cands, req.Policy, cache)
+	for i := range ws {
+		attach[ws[i].Object] = &ws[i]
+	}
+	p.Owned += owned
 	return nil
+}
+
+// Candidate is an object that may be adopted without being listed: its metadata (never its
+// data) and the ReplicaSets that may become its owners (only those whose pod template
+// references it, and only live ones, do).
+type Candidate struct {
+	Object      Object
+	Labels      map[string]string
+	Owners      []metav1.OwnerReference
+	ReplicaSets []*appsv1.ReplicaSet
+}
+
+// refCache holds each ReplicaSet's references, so a template is walked once per run.
+type refCache map[types.UID]References
+
+func (c refCache) of(rs *appsv1.ReplicaSet) References {
+	r, ok := c[rs.UID]
+	if !ok {
+		r = TemplateReferences(&rs.Spec.Template.Spec)
+		c[rs.UID] = r
+	}
+	return r
+}
+
+// planAdoption decides the writes for candidates: each gets, in one write, every live
+// ReplicaSet among its own that references it and does not own it yet (MissingOwners). With
+// the policy on, a candidate that does not match the opt-in selector is never adopted. It
+// returns the writes, sorted, and how many candidates in use already had every owner.
+func planAdoption(cands []Candidate, policy Policy, cache refCache) ([]Write, int) {
+	var ws []Write
+	owned := 0
+	for _, c := range cands {
+		if policy.RequireOptIn && !policy.optIn().Matches(labels.Set(c.Labels)) {
+			continue
+		}
+		refs := make([]References, len(c.ReplicaSets))
+		used := false
+		for i, rs := range c.ReplicaSets {
+			refs[i] = cache.of(rs)
+			used = used || (Live(rs) && refs[i].Has(c.Object))
+		}
+		switch missing := MissingOwners(c.Object, c.Owners, c.ReplicaSets, refs); {
+		case len(missing) > 0:
+			ws = append(ws, Write{Object: c.Object, ReplicaSets: missing})
+		case used:
+			owned++
+		}
+	}
+	sortWrites(ws)
+	return ws, owned
+}
+
+// Adopt is the object-keyed stage of the pipeline on its own, for callers that hold the
+// objects' metadata already: audit -fix (its snapshot) and the controller (its caches). Each
+// candidate gets one add-only patch with every live ReplicaSet that uses it and does not own it
+// yet; with policy.RequireOptIn only opted-in candidates are adopted. A problem with one object
+// (404, 403, a rejection) is a warning and an ObjectError, not the verdict: nobody listed it.
+// The error is a transient one that outlived its retries (the unsent patches were abandoned).
+func (a *Attacher) Adopt(ctx context.Context, ns string, cands []Candidate, policy Policy, dryRun bool) (Result, error) {
+	ws, owned := planAdoption(cands, policy, refCache{})
+	res := Result{Plan: Plan{Writes: ws, Owned: owned}}
+	if dryRun {
+		res.Added = ws
+		res.Message = res.dryRunMessage()
+		return res, nil
+	}
+	out := a.write(ctx, ns, ws)
+	res.Added, res.Warnings, res.Errors = out.added, out.warnings, out.objectErrors
+	res.Message = discoverMessage(res.Added, res.Owned)
+	return res, out.transient
 }
 
 func sortWrites(ws []Write) {
@@ -458,14 +539,15 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 
 // writeOutcome collects what the patches did.
 type writeOutcome struct {
-	ns        string
-	rbacHint  string
-	added     []Write
-	missing   []Object
-	forbidden map[Object]string
-	rejected  map[Object]string
-	warnings  []string
-	transient error
+	ns           string
+	rbacHint     string
+	added        []Write
+	missing      []Object
+	forbidden    map[Object]string
+	rejected     map[Object]string
+	warnings     []string
+	objectErrors []ObjectError
+	transient    error
 }
 
 // write sends the patches, Concurrency at a time. A listed object that does not exist is
@@ -537,7 +619,11 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 	case !w.Listed:
 		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
 		msg := fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+		if isForbidden(err) {
+			msg = forbiddenMessage([]Object{w.Object}, apiMessage(err), o.ns, o.rbacHint)
+		}
 		o.warnings = append(o.warnings, msg)
+		o.objectErrors = append(o.objectErrors, ObjectError{w.Object, err})
 		if isTransient(err) && o.transient == nil {
 			o.transient = fmt.Errorf("patching %s: %w", w.Object, err)
 			cancel()
@@ -709,8 +795,10 @@ func (r Result) dryRunMessage() string {
 	if len(disc) > 0 {
 		msg += fmt.Sprintf("; discover would add %d owner reference(s): %s", countRefs(disc), writesString(disc))
 	}
-	for _, sk := range r.Skipped {
-		msg += "; " + skipMessage(sk, r.Target.Name)
+	if r.Target != nil {
+		for _, sk := range r.Skipped {
+			msg += "; " + skipMessage(sk, r.Target.Name)
+		}
 	}
 	return msg
 }
@@ -741,16 +829,4 @@ func skipMessage(sk Skip, target string) string {
 	default:
 		return fmt.Sprintf("skipped %s: %s uses it only as a credential (imagePullSecrets or a volume's secretRef), which is shared by nature; add the opt-in label %s=true to it if it is revisioned", sk.Object, target, DefaultDiscoverLabel)
 	}
-}
-
-// ApplyWrites is the write stage of Reconcile on its own, for a caller that computed the
-// writes with MissingOwners from metadata it already holds (audit -fix): the same add-only
-// patch, one request per object, live owners only. It returns what went through and the
-// verdict (every write counts as listed).
-func (a *Attacher) ApplyWrites(ctx context.Context, ns string, ws []Write) ([]Write, error) {
-	for i := range ws {
-		ws[i].Listed = true
-	}
-	out := a.write(ctx, ns, ws)
-	return out.added, out.err()
 }

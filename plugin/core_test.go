@@ -327,3 +327,44 @@ func TestAsyncEventsDoNotBlockAndCountDrops(t *testing.T) {
 type blockingEvents struct{ block chan struct{} }
 
 func (b *blockingEvents) Event(*v1alpha1.Rollout, string, string, string) { <-b.block }
+
+// TestAdoptAcrossWorkloads: the object-keyed stage adds, in one patch, every live ReplicaSet
+// that uses an object, whichever workload it belongs to; under the policy, only opted-in
+// candidates; a ReplicaSet being deleted never.
+func TestAdoptAcrossWorkloads(t *testing.T) {
+	a1 := aged("a1", "uid-a1", 0, podSpec([]string{"shared", "plain"}, nil))
+	b1 := aged("b1", "uid-b1", 0, podSpec([]string{"shared"}, nil))
+	dying := aged("b0", "uid-b0", 0, podSpec([]string{"shared"}, nil))
+	dying.DeletionTimestamp = &metav1.Time{Time: t0}
+	c := fake.NewClientset(optedIn(testCM("shared")), testCM("plain"))
+	a := &Attacher{Client: c, Meta: clientsOf(c).Meta, Log: quietLog()}
+	rss := []*appsv1.ReplicaSet{a1, b1, dying}
+	cands := []Candidate{
+		{Object: Object{KindConfigMap, "shared"}, Labels: map[string]string{DefaultDiscoverLabel: "true"}, ReplicaSets: rss},
+		{Object: Object{KindConfigMap, "plain"}, Labels: map[string]string{"team": "shop"}, ReplicaSets: rss},
+	}
+	res, err := a.Adopt(t.Context(), testNS, cands, Policy{RequireOptIn: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := patchesOf(c); len(got) != 1 || got["configmaps/shared"] == "" {
+		t.Fatalf("patches %v, want one on shared", got)
+	}
+	refs := owners(t, c, KindConfigMap, "shared")
+	if len(refs) != 2 || !hasOwner(refs, "uid-a1") || !hasOwner(refs, "uid-b1") {
+		t.Errorf("shared owners %v, want a1 and b1", refs)
+	}
+	if len(res.Added) != 1 || len(res.Added[0].ReplicaSets) != 2 {
+		t.Errorf("added %+v", res.Added)
+	}
+	// Again: nothing to do, no request.
+	c.ClearActions()
+	cands[0].Owners = refs
+	if res, _ = a.Adopt(t.Context(), testNS, cands, Policy{RequireOptIn: true}, false); writes(c) != 0 || res.Owned != 1 {
+		t.Errorf("repeat wrote %d times, owned %d", writes(c), res.Owned)
+	}
+	// Without the policy (audit -fix decides candidacy itself), plain is adopted too.
+	if _, err := a.Adopt(t.Context(), testNS, cands[1:], Policy{}, false); err != nil || len(owners(t, c, KindConfigMap, "plain")) != 1 {
+		t.Errorf("plain: %v %v", err, owners(t, c, KindConfigMap, "plain"))
+	}
+}
