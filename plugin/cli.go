@@ -346,7 +346,12 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	return true, res.Message + " (Rollout " + w.ns + "/" + w.name + ")", nil
+	where := " of Rollout " + w.ns + "/" + w.name
+	if w.cfg.DryRun {
+		return true, res.Message + " (Rollout " + w.ns + "/" + w.name + ")", nil
+	}
+	// "attached 2 ConfigMaps to ReplicaSet web-7f9c2d of Rollout shop/web; …", as the original tool said.
+	return true, strings.Replace(res.Message, "to ReplicaSet "+target.Name, "to ReplicaSet "+target.Name+where, 1), nil
 }
 
 // workload checks a workloadRef Rollout: the controller must have observed the Deployment's

@@ -87,7 +87,7 @@ func TestCLIWaitsForNewReplicaSet(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if want := "attached 1 ConfigMap and 1 Secret to ReplicaSet web-" + curHash + " (Rollout shop/web)\n"; out != want {
+	if want := "attached 1 ConfigMap and 1 Secret to ReplicaSet web-" + curHash + " of Rollout shop/web\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
 	if !strings.Contains(stderr, "waiting for the Rollouts controller to observe generation 4") || !strings.Contains(stderr, "attach-web") {
