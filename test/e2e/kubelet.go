@@ -221,7 +221,7 @@ func (k *FakeKubelet) runningStatus(pod *corev1.Pod) corev1.PodStatus {
 	st := corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
 		HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
-		StartTime: &now, QOSClass: corev1.PodQOSBestEffort,
+		StartTime: &now, QOSClass: qosClass(pod),
 	}
 	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
@@ -236,9 +236,18 @@ func (k *FakeKubelet) runningStatus(pod *corev1.Pod) corev1.PodStatus {
 	return st
 }
 
+// qosClass keeps the class the apiserver set at creation (immutable: a pod with resources is
+// Burstable or Guaranteed); BestEffort when unset.
+func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	return corev1.PodQOSBestEffort
+}
+
 func failedStatus(pod *corev1.Pod, msg string) corev1.PodStatus {
 	now := metav1.Now()
-	st := corev1.PodStatus{Phase: corev1.PodPending, HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}}, StartTime: &now, QOSClass: corev1.PodQOSBestEffort}
+	st := corev1.PodStatus{Phase: corev1.PodPending, HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}}, StartTime: &now, QOSClass: qosClass(pod)}
 	st.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},

@@ -1,0 +1,362 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/e2e"
+)
+
+const optInLabel = "configmap-attacher/revisioned"
+
+// TestHelmInstall installs the chart into the real control plane and runs what its Deployment
+// describes: the built binary with exactly the rendered container args (plus -kubeconfig with
+// a TokenRequest token of the chart's ServiceAccount, standing in for the in-cluster config),
+// the fake kubelet marking the chart's pods Ready. An opted-in ConfigMap of a Deployment's
+// ReplicaSet is adopted under exactly the chart's RBAC, the lease is taken, /readyz answers,
+// and every metric the chart's dashboard and alerts query is in the /metrics scrape. It
+// measures install → first adoption.
+func TestHelmInstall(t *testing.T) {
+	c := cluster.Require(t, shared, sharedErr)
+	cs := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := cluster.InstallRolloutCRD(c); err != nil { // the chart's default workloads include rollouts
+		t.Fatal(err)
+	}
+	bin, err := e2e.BuildPlugin(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := e2e.StartFakeKubelet(cs)
+	t.Cleanup(kubelet.Stop)
+
+	// The application, before the controller exists: a Deployment whose ReplicaSet uses an
+	// opted-in ConfigMap, and a second opted-in ConfigMap that an admission policy refuses to
+	// change (so that the error metrics the dashboard and the alerts query exist).
+	app := c.Namespace(t)
+	denyUpdates(t, c, app, "web-denied")
+	for _, n := range []string{"web-config-1", "web-denied"} {
+		if _, err := cs.CoreV1().ConfigMaps(app).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n,
+			Labels: map[string]string{optInLabel: "true"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := int32(1)
+	no := false
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: app},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/web:1",
+					EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-denied"}}}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}}}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "web-config-1"}}}}}}}}}
+	if _, err := cs.AppsV1().Deployments(app).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs := waitReplicaSet(t, ctx, cs, app, "web")
+
+	// helm install, as a user would (listeners on loopback: the binary runs on this host).
+	ns := c.Namespace(t)
+	ports, err := cluster.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(fmt.Sprintf("metrics: {bindAddress: 127.0.0.1, port: %d}\nhealth: {bindAddress: 127.0.0.1, port: %d}\nlogFormat: text\n", ports[0], ports[1])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := helm(t, c.KubeconfigPath, "install", "cma", chartDir(), "-n", ns, "-f", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := time.Since(start)
+	t.Cleanup(func() {
+		if _, err := helm(t, c.KubeconfigPath, "uninstall", "cma", "-n", ns); err != nil {
+			t.Errorf("helm uninstall: %v", err)
+		}
+	})
+	if !strings.Contains(out, "STATUS: deployed") {
+		t.Errorf("helm install printed:\n%s", out)
+	}
+
+	// The Deployment as the apiserver has it: its container args, its ServiceAccount.
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "cma-configmap-attacher", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr := d.Spec.Template.Spec.Containers[0]
+	if len(ctr.Command) != 0 || len(ctr.Args) == 0 || ctr.Args[0] != "controller" {
+		t.Fatalf("container command %q args %q: want the image's entrypoint with controller ...", ctr.Command, ctr.Args)
+	}
+	sa := d.Spec.Template.Spec.ServiceAccountName
+	kubeconfig, err := e2e.ServiceAccountKubeconfig(ctx, c, cs, ns, sa, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(slices.Clone(ctr.Args), "-kubeconfig", kubeconfig)
+	env := []string{"POD_NAMESPACE=" + ns} // the Deployment's fieldRef
+	for _, e := range ctr.Env {
+		if e.Name != "POD_NAMESPACE" && e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	logPath := filepath.Join(c.Dir, "chart-controller.log")
+	proc := startProcess(t, bin, args, env, logPath)
+	t.Logf("running %s %s", filepath.Base(bin), strings.Join(args, " "))
+
+	// The first adoption.
+	var adopted time.Duration
+	eventually(t, ctx, "web-config-1 owned by ReplicaSet "+rs.Name, func() (bool, string) {
+		cm, err := cs.CoreV1().ConfigMaps(app).Get(ctx, "web-config-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, o := range cm.OwnerReferences {
+			if o.UID == rs.UID && o.Kind == "ReplicaSet" && o.Name == rs.Name {
+				adopted = time.Since(start)
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("owners %v; controller log: %s", cm.OwnerReferences, tail(logPath, 5))
+	})
+	if !proc.running() {
+		t.Fatalf("controller exited: %s", tail(logPath, 20))
+	}
+
+	// The lease, readiness, the chart's pods Ready (fake kubelet), and the scrape.
+	lease := d.Name // leaderElection.id defaults to the full name
+	eventually(t, ctx, "lease "+lease+" held", func() (bool, string) {
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return false, fmt.Sprint(err)
+		}
+		return true, ""
+	})
+	eventually(t, ctx, "/readyz 200", func() (bool, string) {
+		code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	if code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])); code != http.StatusOK {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	eventually(t, ctx, "the chart's Deployment available", func() (bool, string) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == *d.Spec.Replicas, fmt.Sprintf("%d/%d available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+	})
+
+	// Every metric the dashboard and the alerts query, against a real scrape.
+	objs, _, err := render(t, "prometheusRule: {enabled: true}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := queriedMetrics(t, objs)
+	var missing []string
+	var scraped map[string]bool
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second) // gauges and counters appear within a reconcile
+	defer scancel()
+	eventually(t, sctx, "every queried metric in the scrape", func() (bool, string) {
+		code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]))
+		if code != http.StatusOK {
+			return false, fmt.Sprintf("/metrics: %d", code)
+		}
+		scraped = scrapedNames([]byte(body))
+		missing = missing[:0]
+		for m := range used {
+			if !scraped[m] {
+				missing = append(missing, m)
+			}
+		}
+		sort.Strings(missing)
+		return len(missing) == 0, fmt.Sprintf("not scraped: %v", missing)
+	})
+	var names []string
+	for m := range used {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	t.Logf("helm install in %s; install → first adoption %s; %d queried metrics all scraped: %s",
+		installed.Round(time.Millisecond), adopted.Round(time.Millisecond), len(names), strings.Join(names, " "))
+}
+
+// denyUpdates makes the apiserver refuse every UPDATE (PATCH included) of ConfigMap name in ns,
+// with a ValidatingAdmissionPolicy, and waits until it is in force.
+func denyUpdates(t *testing.T, c *cluster.Cluster, ns, name string) {
+	t.Helper()
+	policy := "cma-chart-deny-" + ns
+	c.ApplyYAML(t, nil, []byte(fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["UPDATE"]
+        resources: ["configmaps"]
+  validations:
+    - expression: "object.metadata.name != '%[3]s'"
+      message: "the chart test refuses changes to %[3]s"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[2]s}
+`, policy, ns, name)), "")
+	cs := c.Client(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, policy, metav1.DeleteOptions{})
+	})
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, probe, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && !apierrors.IsConflict(err) {
+			break // refused by the policy
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ValidatingAdmissionPolicy %s not in force after 30s", policy)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitReplicaSet(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, deployment string) *appsv1.ReplicaSet {
+	t.Helper()
+	var rs *appsv1.ReplicaSet
+	eventually(t, ctx, "the ReplicaSet of Deployment "+deployment, func() (bool, string) {
+		l, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range l.Items {
+			for _, o := range l.Items[i].OwnerReferences {
+				if o.Kind == "Deployment" && o.Name == deployment {
+					rs = &l.Items[i]
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d ReplicaSets", len(l.Items))
+	})
+	return rs
+}
+
+func eventually(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; last: %s", what, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// startProcess starts bin with its output in logPath; SIGTERM (then SIGKILL) at cleanup, by PID.
+func startProcess(t *testing.T, bin string, args, env []string, logPath string) *process {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("controller log %s:\n%s", logPath, tail(logPath, 40))
+		}
+	})
+	return p
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
