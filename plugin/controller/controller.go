@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,10 +224,10 @@ func (c *Controller) addScope(ns string) error {
 		plugin.KindConfigMap: mf.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer(),
 		plugin.KindSecret:    mf.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer(),
 	}}
-	if err := sc.rs.SetTransform(stripReplicaSet); err != nil {
+	if err := sc.rs.SetTransform(c.compactReplicaSet); err != nil {
 		return fmt.Errorf("ReplicaSet informer transform: %w", err)
 	}
-	if err := sc.rs.AddIndexers(cache.Indexers{byRef: c.refIndex(false), byRequired: c.refIndex(true)}); err != nil {
+	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex(false), byRequired: refIndex(true)}); err != nil {
 		return fmt.Errorf("ReplicaSet indexes: %w", err)
 	}
 	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -236,7 +237,7 @@ func (c *Controller) addScope(ns string) error {
 		return fmt.Errorf("ReplicaSet event handler: %w", err)
 	}
 	for kind, inf := range sc.objs {
-		if err := inf.SetTransform(stripMetadata); err != nil {
+		if err := inf.SetTransform(c.compactMetadata); err != nil {
 			return fmt.Errorf("%s informer transform: %w", kind, err)
 		}
 		if _, err := inf.AddEventHandler(c.objectHandler(kind)); err != nil {
@@ -248,81 +249,58 @@ func (c *Controller) addScope(ns string) error {
 	return nil
 }
 
-// stripReplicaSet keeps of a ReplicaSet what the controller uses: identity, labels, owner
-// references, deletion and creation timestamps, generation, the revision annotations and,
-// of the pod template, only the fields the kubelet's reference walkers visit (volumes,
-// env and envFrom of every container, image pull secrets). At 10k ReplicaSets this is most of
-// the memory the process needs.
-func stripReplicaSet(obj any) (any, error) {
+// compactReplicaSet is the ReplicaSet cache's transform: it keeps a cachedReplicaSet
+// (identity, controller reference, timestamps, generation and the references its template
+// makes, computed once here by the project's walker) instead of the ReplicaSet. A
+// ReplicaSet's Go struct is ~2 KiB before any data, its pod template far more: at 10k
+// ReplicaSets this is most of the memory the process would need.
+func (c *Controller) compactReplicaSet(obj any) (any, error) {
 	rs, ok := obj.(*appsv1.ReplicaSet)
 	if !ok {
-		return obj, nil // a DeletedFinalStateUnknown tombstone
+		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
-	out := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
+	out := &cachedReplicaSet{ObjectMeta: metav1.ObjectMeta{
 		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
-		Labels: rs.Labels, OwnerReferences: rs.OwnerReferences, DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
+		DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
 	}}
-	for _, a := range []string{"rollout.argoproj.io/revision", "deployment.kubernetes.io/revision"} {
-		if v, ok := rs.Annotations[a]; ok {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[a] = v
-		}
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	src := &rs.Spec.Template.Spec
-	spec := &out.Spec.Template.Spec
-	spec.Volumes = src.Volumes
-	spec.ImagePullSecrets = src.ImagePullSecrets
-	spec.InitContainers = slimContainers(src.InitContainers)
-	spec.Containers = slimContainers(src.Containers)
-	for _, e := range src.EphemeralContainers {
-		ec := corev1.EphemeralContainer{}
-		ec.Name, ec.EnvFrom, ec.Env = e.Name, e.EnvFrom, refEnv(e.Env)
-		spec.EphemeralContainers = append(spec.EphemeralContainers, ec)
+	// ReplicaSets of other controllers are never indexed: their references are not kept (an
+	// adoption is an update event, transformed again).
+	if c.workloadOf(out.OwnerReferences) != nil {
+		out.Refs = objectList(plugin.TemplateReferences(&rs.Spec.Template.Spec))
+		out.Required = objectList(plugin.RequiredReferences(&rs.Spec.Template.Spec))
 	}
 	return out, nil
 }
 
-func slimContainers(cs []corev1.Container) []corev1.Container {
-	if cs == nil {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, EnvFrom: c.EnvFrom, Env: refEnv(c.Env)}
-	}
-	return out
-}
-
-// refEnv keeps the env entries that reference a ConfigMap or Secret (plain values are dropped).
-func refEnv(env []corev1.EnvVar) []corev1.EnvVar {
-	var out []corev1.EnvVar
-	for _, e := range env {
-		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil) {
-			out = append(out, corev1.EnvVar{Name: e.Name, ValueFrom: e.ValueFrom})
-		}
-	}
-	return out
-}
-
-// stripMetadata keeps what the controller uses of a ConfigMap or Secret: identity, labels,
-// owner references, deletion timestamp. managedFields and annotations go (kubectl's
+// compactMetadata is the ConfigMap and Secret caches' transform: identity and deletion
+// timestamp always (existence is what the lost gauge needs), labels and owner references
+// only of opted-in objects. managedFields and annotations go (kubectl's
 // last-applied-configuration annotation of a Secret carries its data).
-func stripMetadata(obj any) (any, error) {
+func (c *Controller) compactMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels: m.Labels, OwnerReferences: m.OwnerReferences, DeletionTimestamp: m.DeletionTimestamp,
-	}}, nil
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp,
+	}}
+	if c.cfg.Selector.Matches(labels.Set(m.Labels)) {
+		out.Labels, out.OwnerReferences = m.Labels, m.OwnerReferences
+	}
+	return out, nil
 }
 
-// workloadOf returns the controller reference of rs when it is a watched workload kind.
-func (c *Controller) workloadOf(rs *appsv1.ReplicaSet) *metav1.OwnerReference {
-	ref := metav1.GetControllerOfNoCopy(rs)
+// workloadOf returns the controller reference among owners when it is a watched workload kind.
+func (c *Controller) workloadOf(owners []metav1.OwnerReference) *metav1.OwnerReference {
+	var ref *metav1.OwnerReference
+	for i := range owners {
+		if owners[i].Controller != nil && *owners[i].Controller {
+			ref = &owners[i]
+		}
+	}
 	if ref == nil {
 		return nil
 	}
@@ -339,31 +317,22 @@ func (c *Controller) workloadOf(rs *appsv1.ReplicaSet) *metav1.OwnerReference {
 	return nil
 }
 
-func (c *Controller) refIndex(required bool) cache.IndexFunc {
+func refIndex(required bool) cache.IndexFunc {
 	return func(obj any) ([]string, error) {
-		rs, ok := obj.(*appsv1.ReplicaSet)
-		if !ok || c.workloadOf(rs) == nil {
+		rs, ok := obj.(*cachedReplicaSet)
+		if !ok {
 			return nil, nil
 		}
-		var refs plugin.References
+		objs := rs.Refs
 		if required {
-			refs = plugin.RequiredReferences(&rs.Spec.Template.Spec)
-		} else {
-			refs = plugin.TemplateReferences(&rs.Spec.Template.Spec)
+			objs = rs.Required
 		}
-		return refKeys(rs.Namespace, refs), nil
+		keys := make([]string, len(objs))
+		for i, o := range objs {
+			keys[i] = Key{rs.Namespace, o.Kind, o.Name}.String()
+		}
+		return keys, nil
 	}
-}
-
-func refKeys(ns string, refs plugin.References) []string {
-	keys := make([]string, 0, len(refs.ConfigMaps)+len(refs.Secrets))
-	for n := range refs.ConfigMaps {
-		keys = append(keys, Key{ns, plugin.KindConfigMap, n}.String())
-	}
-	for n := range refs.Secrets {
-		keys = append(keys, Key{ns, plugin.KindSecret, n}.String())
-	}
-	return keys
 }
 
 func (c *Controller) scopeOf(ns string) *scope {
@@ -407,14 +376,14 @@ func (c *Controller) enqueue(k Key, react bool) {
 	c.queue.Add(k)
 }
 
-// onReplicaSet queues the opted-in objects a watched ReplicaSet's template references.
+// onReplicaSet queues the opted-in objects a live watched ReplicaSet's template references.
 func (c *Controller) onReplicaSet(obj any, react bool) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok || c.workloadOf(rs) == nil || !plugin.Live(rs) {
+	rs, ok := obj.(*cachedReplicaSet)
+	if !ok || rs.DeletionTimestamp != nil {
 		return
 	}
-	for _, s := range refKeys(rs.Namespace, plugin.TemplateReferences(&rs.Spec.Template.Spec)) {
-		k, _ := parseKey(s)
+	for _, o := range rs.Refs { // empty unless a watched workload controls it
+		k := Key{rs.Namespace, o.Kind, o.Name}
 		if c.optedIn(c.object(k)) {
 			c.enqueue(k, react)
 		}
@@ -425,19 +394,19 @@ func (c *Controller) onReplicaSet(obj any, react bool) {
 // controller changed) and a template change (a new generation). Status updates, the bulk of
 // ReplicaSet events, are ignored.
 func (c *Controller) onReplicaSetUpdate(oldObj, newObj any) {
-	o, ok1 := oldObj.(*appsv1.ReplicaSet)
-	n, ok2 := newObj.(*appsv1.ReplicaSet)
+	o, ok1 := oldObj.(*cachedReplicaSet)
+	n, ok2 := newObj.(*cachedReplicaSet)
 	if !ok1 || !ok2 {
 		return
 	}
-	if controllerUID(o) != controllerUID(n) || o.Generation != n.Generation {
+	if controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) || o.Generation != n.Generation {
 		c.onReplicaSet(n, true)
 	}
 }
 
-func controllerUID(rs *appsv1.ReplicaSet) types.UID {
-	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
-		return ref.UID
+func controllerUID(owners []metav1.OwnerReference) types.UID {
+	if len(owners) > 0 {
+		return owners[0].UID
 	}
 	return ""
 }
@@ -556,25 +525,37 @@ func (c *Controller) reacted(k Key, observe bool) {
 	}
 }
 
-// ReplicaSetsOf returns the live-or-not watched ReplicaSets whose template references k,
-// oldest first.
-func (c *Controller) replicaSetsOf(k Key) []*appsv1.ReplicaSet {
+// replicaSetsOf returns the watched ReplicaSets whose template references k (live or not),
+// oldest first, with their references (as plugin.MissingOwners takes them).
+func (c *Controller) replicaSetsOf(k Key) ([]*appsv1.ReplicaSet, []plugin.References) {
 	sc := c.scopeOf(k.Namespace)
 	if sc == nil {
-		return nil
+		return nil, nil
 	}
 	items, err := sc.rs.GetIndexer().ByIndex(byRef, k.String())
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	rss := make([]*appsv1.ReplicaSet, 0, len(items))
+	crs := make([]*cachedReplicaSet, 0, len(items))
 	for _, it := range items {
-		if rs, ok := it.(*appsv1.ReplicaSet); ok && c.workloadOf(rs) != nil {
-			rss = append(rss, rs)
+		if rs, ok := it.(*cachedReplicaSet); ok {
+			crs = append(crs, rs)
 		}
 	}
-	plugin.SortReplicaSets(rss)
-	return rss
+	// plugin.SortReplicaSets' order: creationTimestamp, then name.
+	sort.Slice(crs, func(i, j int) bool {
+		a, b := crs[i].CreationTimestamp, crs[j].CreationTimestamp
+		if a.Equal(&b) {
+			return crs[i].Name < crs[j].Name
+		}
+		return a.Before(&b)
+	})
+	rss := make([]*appsv1.ReplicaSet, len(crs))
+	refs := make([]plugin.References, len(crs))
+	for i, r := range crs {
+		rss[i], refs[i] = r.replicaSet(), r.references()
+	}
+	return rss, refs
 }
 
 // Reconcile brings one object's owner references in line: every live watched ReplicaSet
@@ -586,8 +567,8 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		c.reacted(k, false)
 		return "noop", nil
 	}
-	rss := c.replicaSetsOf(k)
-	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.OwnerReferences), rss, nil)
+	rss, refs := c.replicaSetsOf(k)
+	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.OwnerReferences), rss, refs)
 	if len(missing) == 0 {
 		c.reacted(k, false)
 		return "noop", nil
@@ -666,7 +647,7 @@ func reason(err error) string {
 func (c *Controller) warn(k Key, rss []*appsv1.ReplicaSet, err error) {
 	done := map[types.UID]bool{}
 	for _, rs := range rss {
-		ref := c.workloadOf(rs)
+		ref := c.workloadOf(rs.OwnerReferences)
 		if ref == nil || done[ref.UID] {
 			continue
 		}
@@ -898,7 +879,7 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 			}
 			items, _ := idx.ByIndex(byRequired, v)
 			for _, it := range items {
-				if rs, ok := it.(*appsv1.ReplicaSet); ok && plugin.Live(rs) {
+				if rs, ok := it.(*cachedReplicaSet); ok && rs.DeletionTimestamp == nil {
 					lost[k.Namespace]++
 				}
 			}
@@ -910,7 +891,7 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 func anyLive(idx cache.Indexer, index, v string) bool {
 	items, _ := idx.ByIndex(index, v)
 	for _, it := range items {
-		if rs, ok := it.(*appsv1.ReplicaSet); ok && plugin.Live(rs) {
+		if rs, ok := it.(*cachedReplicaSet); ok && rs.DeletionTimestamp == nil {
 			return true
 		}
 	}

@@ -415,26 +415,46 @@ func TestAuditGauges(t *testing.T) {
 }
 
 func TestTransforms(t *testing.T) {
+	c, err := New(Config{Kube: fake.NewClientset(), Meta: metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), Selector: plugin.OptInSelector(), Rollouts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := rs("web-1", "Rollout", spec([]string{"cm"}, []string{"sec"}))
 	r.Annotations = map[string]string{"rollout.argoproj.io/revision": "3", "big": strings.Repeat("x", 1000)}
 	r.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PLAIN", Value: "v"},
 		{Name: "K", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key-sec"}, Key: "k"}}}}
 	r.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init-cm"}}}}}}
 	r.Spec.Template.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
-	before := plugin.TemplateReferences(&r.Spec.Template.Spec)
-	out, _ := stripReplicaSet(r)
-	s := out.(*appsv1.ReplicaSet)
-	after := plugin.TemplateReferences(&s.Spec.Template.Spec)
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("references changed by the transform:\n%v\n%v", before, after)
+	r.Spec.Template.Spec.Volumes = append(r.Spec.Template.Spec.Volumes, corev1.Volume{Name: "o", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "opt"}, Optional: ptr(true)}}})
+	out, _ := c.compactReplicaSet(r)
+	cr := out.(*cachedReplicaSet)
+	if got, want := fmt.Sprint(cr.references()), fmt.Sprint(plugin.TemplateReferences(&r.Spec.Template.Spec)); got != want {
+		t.Errorf("references: %s, want %s", got, want)
 	}
-	if s.Annotations["big"] != "" || s.Annotations["rollout.argoproj.io/revision"] != "3" || s.Spec.Template.Spec.Containers[0].Image != "" || len(s.Spec.Template.Spec.Containers[0].Env) != 1 {
-		t.Errorf("transform kept too much or too little: %+v", s)
+	if got := len(cr.Required); got != 4 { // cm, sec, key-sec, init-cm; not pull, not opt
+		t.Errorf("required %v", cr.Required)
 	}
-	m, _ := stripMetadata(meta("Secret", "s", optIn))
+	if cr.Annotations != nil || cr.Labels != nil || len(cr.OwnerReferences) != 1 || cr.UID != r.UID {
+		t.Errorf("compact ReplicaSet kept too much or too little: %+v", cr.ObjectMeta)
+	}
+	again, _ := c.compactReplicaSet(cr)
+	if again != cr {
+		t.Error("the transform is not idempotent")
+	}
+	// A ReplicaSet of another controller keeps no references.
+	out, _ = c.compactReplicaSet(rs("sts-1", "StatefulSet", spec([]string{"cm"}, nil)))
+	if len(out.(*cachedReplicaSet).Refs) != 0 {
+		t.Errorf("references kept for a ReplicaSet of another controller")
+	}
+	m, _ := c.compactMetadata(meta("Secret", "s", optIn))
 	pm := m.(*metav1.PartialObjectMetadata)
 	if pm.ManagedFields != nil || pm.Annotations != nil || pm.Labels[plugin.DefaultDiscoverLabel] != "true" {
 		t.Errorf("metadata transform: %+v", pm.ObjectMeta)
+	}
+	m, _ = c.compactMetadata(meta("Secret", "u", map[string]string{"team": "x"}))
+	if pm := m.(*metav1.PartialObjectMetadata); pm.Labels != nil || pm.Name != "u" {
+		t.Errorf("metadata transform of an unlabelled object: %+v", pm.ObjectMeta)
 	}
 }
 

@@ -1,0 +1,63 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// cachedReplicaSet is what the ReplicaSet cache keeps of a ReplicaSet (see compactReplicaSet):
+// ObjectMeta with name, namespace, UID, resourceVersion, generation, creation and deletion
+// timestamps and only the controller reference, plus the template's references.
+type cachedReplicaSet struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// Refs are the ConfigMaps and Secrets the pod template references (plugin.TemplateReferences);
+	// Required those its pods cannot start without (plugin.RequiredReferences). Both empty
+	// when no watched workload controls the ReplicaSet.
+	Refs, Required []plugin.Object
+}
+
+// DeepCopyObject is required by runtime.Object; the cache never modifies its objects.
+func (r *cachedReplicaSet) DeepCopyObject() runtime.Object {
+	out := &cachedReplicaSet{TypeMeta: r.TypeMeta, Refs: append([]plugin.Object(nil), r.Refs...), Required: append([]plugin.Object(nil), r.Required...)}
+	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return out
+}
+
+// replicaSet is the ReplicaSet as the core takes it (identity and liveness; the core writes
+// only its name and UID).
+func (r *cachedReplicaSet) replicaSet() *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, UID: r.UID,
+		CreationTimestamp: r.CreationTimestamp, DeletionTimestamp: r.DeletionTimestamp, OwnerReferences: r.OwnerReferences}}
+}
+
+// references is Refs as plugin.References.
+func (r *cachedReplicaSet) references() plugin.References {
+	out := plugin.References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	for _, o := range r.Refs {
+		if o.Kind == plugin.KindSecret {
+			out.Secrets[o.Name] = true
+		} else {
+			out.ConfigMaps[o.Name] = true
+		}
+	}
+	return out
+}
+
+// objectList flattens references, ConfigMaps first.
+func objectList(r plugin.References) []plugin.Object {
+	if len(r.ConfigMaps)+len(r.Secrets) == 0 {
+		return nil
+	}
+	out := make([]plugin.Object, 0, len(r.ConfigMaps)+len(r.Secrets))
+	for n := range r.ConfigMaps {
+		out = append(out, plugin.Object{Kind: plugin.KindConfigMap, Name: n})
+	}
+	for n := range r.Secrets {
+		out = append(out, plugin.Object{Kind: plugin.KindSecret, Name: n})
+	}
+	return out
+}
