@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	deploymentutil "k8s.io/kubernetes/pkg/controller/deployment/util"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/sirupsen/logrus"
@@ -28,6 +30,9 @@ import (
 
 // RevisionAnnotation is the revision number Argo Rollouts writes on each ReplicaSet.
 const RevisionAnnotation = "rollout.argoproj.io/revision"
+
+// DeploymentRevisionAnnotation is the Deployment controller's.
+const DeploymentRevisionAnnotation = "deployment.kubernetes.io/revision"
 
 // Finding types of the audit.
 const (
@@ -56,6 +61,8 @@ const (
 type AuditReport struct {
 	Selector string         `json:"selector"`
 	Rollouts []RolloutAudit `json:"rollouts"`
+	// Deployments are the audited Deployments (-workloads deployments, the default).
+	Deployments []RolloutAudit `json:"deployments"`
 	// Unattributed holds findings about opted-in objects that no audited Rollout uses,
 	// names or owns (only when whole namespaces are audited).
 	Unattributed []Finding   `json:"unattributed"`
@@ -95,8 +102,11 @@ type AuditAddition struct {
 	ReplicaSets []string `json:"replicaSets"`
 }
 
-// RolloutAudit is one Rollout: its ReplicaSets, the objects they use, and the findings.
+// RolloutAudit is one workload (a Rollout, or a Deployment): its ReplicaSets, the objects they
+// use, and the findings.
 type RolloutAudit struct {
+	// Kind is Rollout or Deployment.
+	Kind        string         `json:"kind"`
 	Namespace   string         `json:"namespace"`
 	Name        string         `json:"name"`
 	UID         types.UID      `json:"uid"`
@@ -180,6 +190,10 @@ type Auditor struct {
 	// Selector opts objects in (default configmap-attacher/revisioned=true).
 	Selector labels.Selector
 	Log      logrus.FieldLogger
+	// Workloads are the kinds audited, KindRollout and KindDeployment (empty: both).
+	// WorkloadsExplicit says they were named: then a missing Rollout CRD is an error.
+	Workloads         []string
+	WorkloadsExplicit bool
 }
 
 func (a *Auditor) selector() labels.Selector {
@@ -215,57 +229,98 @@ type nsSnapshot struct {
 // "", every Rollout of the cluster. A problem with one namespace or Rollout is recorded in
 // the report (RolloutAudit.Error); only a failure to read the Rollouts is returned.
 func (a *Auditor) Audit(ctx context.Context, namespace, name string) (*AuditReport, error) {
-	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Unattributed: []Finding{},
+	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Deployments: []RolloutAudit{}, Unattributed: []Finding{},
 		additions: map[string]map[Object]*Candidate{}}
 	var ros []v1alpha1.Rollout
-	err := a.retry(ctx, "rollouts.argoproj.io", namespace, func(ctx context.Context) error {
-		if name != "" {
-			ro, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).Get(ctx, name, metav1.GetOptions{})
+	var ds []appsv1.Deployment
+	if a.audits(KindRollout) {
+		err := a.retry(ctx, "rollouts.argoproj.io", namespace, func(ctx context.Context) error {
+			if name != "" {
+				ro, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).Get(ctx, name, metav1.GetOptions{})
+				if err == nil {
+					ros = []v1alpha1.Rollout{*ro}
+				}
+				return err
+			}
+			l, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).List(ctx, metav1.ListOptions{})
 			if err == nil {
-				ros = []v1alpha1.Rollout{*ro}
+				ros = l.Items
 			}
 			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err) && name != "":
+			return nil, &FailError{fmt.Sprintf("Rollout %s/%s not found", namespace, name)}
+		case apierrors.IsNotFound(err) && !a.WorkloadsExplicit:
+			// The Rollout CRD is not installed: audit the Deployments.
+			a.log().Warn("the Rollout CRD (rollouts.argoproj.io) is not installed: auditing Deployments only")
+		case apierrors.IsNotFound(err):
+			return nil, &FailError{"-workloads names rollouts, but the Rollout CRD (rollouts.argoproj.io) is not installed: install Argo Rollouts, or use -workloads deployments"}
+		case err != nil:
+			return nil, err
 		}
-		l, err := a.Rollouts.ArgoprojV1alpha1().Rollouts(namespace).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			ros = l.Items
-		}
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, &FailError{fmt.Sprintf("Rollout %s/%s not found", namespace, name)}
 	}
-	if err != nil {
-		return nil, err
+	if a.audits(KindDeployment) && name == "" {
+		err := a.retry(ctx, "deployments.apps", namespace, func(ctx context.Context) error {
+			l, err := a.Kube.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				ds = l.Items
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	sort.Slice(ros, func(i, j int) bool {
-		if ros[i].Namespace != ros[j].Namespace {
-			return ros[i].Namespace < ros[j].Namespace
+	byNS := map[string]*nsWorkloads{}
+	var nss []string
+	at := func(ns string) *nsWorkloads {
+		if byNS[ns] == nil {
+			byNS[ns] = &nsWorkloads{}
+			nss = append(nss, ns)
 		}
-		return ros[i].Name < ros[j].Name
-	})
-	for start := 0; start < len(ros); {
-		end := start
-		for end < len(ros) && ros[end].Namespace == ros[start].Namespace {
-			end++
-		}
-		a.auditNamespace(ctx, rep, ros[start:end], name == "")
-		start = end
+		return byNS[ns]
 	}
-	for _, ra := range rep.Rollouts {
-		rep.count(ra.Findings)
-		if ra.Error != "" {
-			rep.Summary.Errors++
-		}
-		for _, o := range ra.Objects {
-			rep.Summary.MissingOwners += len(o.MissingOwners)
-			if o.Fixable {
-				rep.Summary.Fixable += len(o.MissingOwners)
+	for i := range ros {
+		at(ros[i].Namespace).rollouts = append(at(ros[i].Namespace).rollouts, &ros[i])
+	}
+	for i := range ds {
+		at(ds[i].Namespace).deployments = append(at(ds[i].Namespace).deployments, &ds[i])
+	}
+	sort.Strings(nss)
+	for _, ns := range nss {
+		a.auditNamespace(ctx, rep, ns, byNS[ns], name == "")
+	}
+	for _, list := range [][]RolloutAudit{rep.Rollouts, rep.Deployments} {
+		for _, ra := range list {
+			rep.count(ra.Findings)
+			if ra.Error != "" {
+				rep.Summary.Errors++
+			}
+			for _, o := range ra.Objects {
+				rep.Summary.MissingOwners += len(o.MissingOwners)
+				if o.Fixable {
+					rep.Summary.Fixable += len(o.MissingOwners)
+				}
 			}
 		}
 	}
 	rep.count(rep.Unattributed)
 	return rep, nil
+}
+
+// nsWorkloads are one namespace's audited workloads.
+type nsWorkloads struct {
+	rollouts    []*v1alpha1.Rollout
+	deployments []*appsv1.Deployment
+}
+
+// audits reports whether the workload kind is audited (default: both).
+func (a *Auditor) audits(kind string) bool {
+	if len(a.Workloads) == 0 {
+		return true
+	}
+	return slices.Contains(a.Workloads, kind)
 }
 
 func (r *AuditReport) count(fs []Finding) {
@@ -291,24 +346,38 @@ func (r *AuditReport) ExitCode() int {
 	return ExitOK
 }
 
-func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ros []v1alpha1.Rollout, wholeNamespace bool) {
-	ns := ros[0].Namespace
+func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ns string, wl *nsWorkloads, wholeNamespace bool) {
+	sort.Slice(wl.rollouts, func(i, j int) bool { return wl.rollouts[i].Name < wl.rollouts[j].Name })
+	sort.Slice(wl.deployments, func(i, j int) bool { return wl.deployments[i].Name < wl.deployments[j].Name })
 	snap, err := a.readNamespace(ctx, ns)
 	if err != nil {
-		for _, ro := range ros {
-			rep.Rollouts = append(rep.Rollouts, RolloutAudit{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Error: err.Error(),
-				ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}})
+		failed := func(kind, name string, uid types.UID) RolloutAudit {
+			return RolloutAudit{Kind: kind, Namespace: ns, Name: name, UID: uid, Error: err.Error(), ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
+		}
+		for _, ro := range wl.rollouts {
+			rep.Rollouts = append(rep.Rollouts, failed(KindRollout, ro.Name, ro.UID))
+		}
+		for _, d := range wl.deployments {
+			rep.Deployments = append(rep.Deployments, failed(KindDeployment, d.Name, d.UID))
 		}
 		return
 	}
 	seen := map[Object]bool{}
-	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(ros), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
-	for i := range ros {
-		ra := a.auditRollout(ctx, &ros[i], snap, rep.additions)
+	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(wl.rollouts), "deployments": len(wl.deployments), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
+	for _, ro := range wl.rollouts {
+		aw, err := a.rolloutWorkload(ctx, ro)
+		ra := a.auditWorkload(aw, err, snap, rep.additions)
 		for _, o := range ra.Objects {
 			seen[o.Object()] = true
 		}
 		rep.Rollouts = append(rep.Rollouts, ra)
+	}
+	for _, d := range wl.deployments {
+		ra := a.auditWorkload(deploymentWorkload(d), nil, snap, rep.additions)
+		for _, o := range ra.Objects {
+			seen[o.Object()] = true
+		}
+		rep.Deployments = append(rep.Deployments, ra)
 	}
 	if !wholeNamespace {
 		return
@@ -321,7 +390,7 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ros []v1
 			continue
 		}
 		orphans = append(orphans, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,
-			Message: fmt.Sprintf("opted in (%s), but no ReplicaSet owns it and no ReplicaSet of a Rollout in %s uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand%s",
+			Message: fmt.Sprintf("opted in (%s), but no ReplicaSet owns it and no ReplicaSet of an audited workload in %s uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand%s",
 				a.selector(), ns, otherOwners(m.owners))})
 	}
 	sortFindings(orphans)
@@ -476,26 +545,58 @@ type rsRefs struct {
 	required References
 }
 
-func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *nsSnapshot, additions map[string]map[Object]*Candidate) RolloutAudit {
-	ns := ro.Namespace
-	ra := RolloutAudit{Namespace: ns, Name: ro.Name, UID: ro.UID, ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
-	sel, err := a.selectorOf(ctx, ro)
-	if err != nil {
-		ra.Error = err.Error()
-		return ra
-	}
-	rss, err := snap.controlled(Workload{Kind: KindRollout, Namespace: ns, Name: ro.Name, UID: ro.UID, Selector: sel})
-	if err != nil {
-		ra.Error = err.Error()
-		return ra
-	}
-	// Shown as "current": the controller's new ReplicaSet, or for a Rollout whose template
-	// matches none (the controller has not created it yet) the one status.currentPodHash names.
-	current := NewReplicaSet(ro, rss)
-	if current == nil {
-		current = ByPodHash(rss, ro.Status.CurrentPodHash)
-	}
+// auditedWorkload is what audit needs of a Rollout or a Deployment.
+type auditedWorkload struct {
+	w Workload
+	// current finds the ReplicaSet shown as current among the workload's ReplicaSets.
+	current func([]*appsv1.ReplicaSet) *appsv1.ReplicaSet
+	// named and stepSels are the objects named in, and the discover selectors of, the
+	// workload's configmap-attacher steps (Rollouts only).
+	named    map[Object]bool
+	stepSels []labels.Selector
+}
+
+// rolloutWorkload describes a Rollout for audit. Its "current" ReplicaSet is the controller's
+// new one, or for a Rollout whose template matches none (the controller has not created it
+// yet) the one status.currentPodHash names.
+func (a *Auditor) rolloutWorkload(ctx context.Context, ro *v1alpha1.Rollout) (auditedWorkload, error) {
 	named, stepSels := stepObjects(ro)
+	aw := auditedWorkload{w: Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, named: named, stepSels: stepSels,
+		current: func(rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+			if rs := NewReplicaSet(ro, rss); rs != nil {
+				return rs
+			}
+			return ByPodHash(rss, ro.Status.CurrentPodHash)
+		}}
+	sel, err := a.selectorOf(ctx, ro)
+	aw.w.Selector = sel
+	return aw, err
+}
+
+// deploymentWorkload describes a Deployment for audit: its current ReplicaSet is the one the
+// Deployment controller calls new (its own FindNewReplicaSet: template equality).
+func deploymentWorkload(d *appsv1.Deployment) auditedWorkload {
+	return auditedWorkload{w: Workload{Kind: KindDeployment, Namespace: d.Namespace, Name: d.Name, UID: d.UID, Selector: d.Spec.Selector},
+		named: map[Object]bool{},
+		current: func(rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+			return deploymentutil.FindNewReplicaSet(d, rss)
+		}}
+}
+
+func (a *Auditor) auditWorkload(aw auditedWorkload, werr error, snap *nsSnapshot, additions map[string]map[Object]*Candidate) RolloutAudit {
+	ns := aw.w.Namespace
+	ra := RolloutAudit{Kind: aw.w.Kind, Namespace: ns, Name: aw.w.Name, UID: aw.w.UID, ReplicaSets: []ReplicaAudit{}, Objects: []ObjectAudit{}, Findings: []Finding{}}
+	if werr != nil {
+		ra.Error = werr.Error()
+		return ra
+	}
+	rss, err := snap.controlled(aw.w)
+	if err != nil {
+		ra.Error = err.Error()
+		return ra
+	}
+	current := aw.current(rss)
+	named, stepSels := aw.named, aw.stepSels
 	optedIn := func(m objMeta) bool {
 		if a.selector().Matches(labels.Set(m.labels)) {
 			return true
@@ -640,7 +741,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 			if len(missing) > 0 {
 				msg += fmt.Sprintf("; -fix adds %s, which %s it", joinNames(rsNames(missing)), verb(len(missing), "uses", "use"))
 			} else {
-				msg += fmt.Sprintf("; no ReplicaSet of Rollout %s/%s uses it: if nothing else does, delete it by hand", ns, ro.Name)
+				msg += fmt.Sprintf("; no ReplicaSet of %s uses it: if nothing else does, delete it by hand", aw.w)
 			}
 			fs = append(fs, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1, Message: msg})
 		}
@@ -678,7 +779,7 @@ func (a *Auditor) auditRollout(ctx context.Context, ro *v1alpha1.Rollout, snap *
 	sortFindings(ra.Findings)
 
 	for _, rs := range all {
-		r := ReplicaAudit{Name: rs.Name, UID: rs.UID, Revision: rs.Annotations[RevisionAnnotation], Current: rs == current,
+		r := ReplicaAudit{Name: rs.Name, UID: rs.UID, Revision: revisionOf(rs), Current: rs == current,
 			Deleting: rs.DeletionTimestamp != nil, Objects: []EdgeAudit{}}
 		for _, o := range keys {
 			if e, ok := edges[o][rs.UID]; ok {
@@ -933,6 +1034,14 @@ func RequiredReferences(spec *corev1.PodSpec) References {
 	return req
 }
 
+// revisionOf is the revision the workload's controller wrote on the ReplicaSet.
+func revisionOf(rs *appsv1.ReplicaSet) string {
+	if r := rs.Annotations[RevisionAnnotation]; r != "" {
+		return r
+	}
+	return rs.Annotations[DeploymentRevisionAnnotation]
+}
+
 // Fix adds the missing owner references the audit found on opted-in and step-named objects:
 // one strategic merge patch per object with every ReplicaSet it lacks (as discovery does). It
 // never removes or changes an existing reference.
@@ -986,8 +1095,12 @@ func (s *nsSnapshot) controlled(w Workload) ([]*appsv1.ReplicaSet, error) {
 // WriteText writes the report as a tree per Rollout, the findings with their repair
 // commands, what -fix did (or would do), and a summary line.
 func (r *AuditReport) WriteText(w io.Writer) {
-	for _, ra := range r.Rollouts {
-		fmt.Fprintf(w, "Rollout %s/%s\n", ra.Namespace, ra.Name)
+	for _, ra := range append(append([]RolloutAudit(nil), r.Rollouts...), r.Deployments...) {
+		kind := ra.Kind
+		if kind == "" {
+			kind = KindRollout
+		}
+		fmt.Fprintf(w, "%s %s/%s\n", kind, ra.Namespace, ra.Name)
 		if ra.Error != "" {
 			fmt.Fprintf(w, "└─ ERROR %s\n\n", ra.Error)
 			continue
@@ -1160,6 +1273,7 @@ type auditOptions struct {
 	all, fix           bool
 	output, selector   string
 	logLevel           string
+	workloads          string
 	client             ClientOptions
 }
 
@@ -1173,11 +1287,12 @@ func (c *AuditCLI) flags(o *auditOptions) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
 	fs.StringVar(&o.selector, "selector", "", "label selector of opted-in objects (default "+DefaultDiscoverLabel+"=true)")
+	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
 	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	fs.Usage = func() {
 		fmt.Fprintf(c.Stderr, "Usage: configmap-attacher audit (-namespace NS [-rollout NAME] | -A) [-o text|json] [-fix] [flags]\n\n"+
-			"Reports, per Rollout, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n"+
+			"Reports, per Rollout and Deployment, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n"+
 			"lost (referenced, does not exist), unowned (opted in or named in a step, no ReplicaSet owns it),\n"+
 			"stray (owned by a ReplicaSet that does not use it) and legacy (the original tool's controller\n"+
 			"reference). -fix adds missing owner references to opted-in objects only; it never removes one.\n"+
@@ -1221,6 +1336,13 @@ func (c *AuditCLI) Main(args []string) int {
 			problems = append(problems, fmt.Sprintf("-selector %q selects everything: give a label such as %s=true", o.selector, DefaultDiscoverLabel))
 		}
 	}
+	kinds, kindProblems := ParseWorkloads(o.workloads)
+	problems = append(problems, kindProblems...)
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "workloads" })
+	if o.rollout != "" && !slices.Contains(kinds, KindRollout) {
+		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")
+	}
 	log := logrus.New()
 	log.SetOutput(c.Stderr)
 	if err := ConfigureLogger(log, o.logLevel, "text"); err != nil {
@@ -1243,7 +1365,7 @@ func (c *AuditCLI) Main(args []string) int {
 		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
-	aud := &Auditor{Kube: cl.Kube, Rollouts: cl.Rollouts, Metadata: cl.Meta, Selector: sel, Log: log}
+	aud := &Auditor{Kube: cl.Kube, Rollouts: cl.Rollouts, Metadata: cl.Meta, Selector: sel, Log: log, Workloads: kinds, WorkloadsExplicit: explicit}
 	ctx := context.Background()
 	rep, err := aud.Audit(ctx, o.namespace, o.rollout)
 	if err != nil {
@@ -1271,4 +1393,28 @@ func (c *AuditCLI) Main(args []string) int {
 		rep.WriteText(c.Stdout)
 	}
 	return rep.ExitCode()
+}
+
+// ParseWorkloads reads a -workloads value ("rollouts,deployments") into workload kinds,
+// reporting every unknown word.
+func ParseWorkloads(v string) ([]string, []string) {
+	var kinds, problems []string
+	for _, w := range splitList(v) {
+		switch strings.ToLower(w) {
+		case "rollouts", "rollout":
+			if !slices.Contains(kinds, KindRollout) {
+				kinds = append(kinds, KindRollout)
+			}
+		case "deployments", "deployment":
+			if !slices.Contains(kinds, KindDeployment) {
+				kinds = append(kinds, KindDeployment)
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("-workloads: %q is not a workload kind: use rollouts, deployments or both (rollouts,deployments)", w))
+		}
+	}
+	if len(kinds) == 0 && len(problems) == 0 {
+		problems = append(problems, "-workloads is empty: use rollouts, deployments or both (rollouts,deployments)")
+	}
+	return kinds, problems
 }

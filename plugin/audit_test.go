@@ -131,7 +131,7 @@ const wantAuditText = `Rollout shop/web
            $ kubectl patch configmap shared -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev2"},{"op":"remove","path":"/metadata/ownerReferences/0"}]'
 
 Opted-in objects (configmap-attacher/revisioned=true) that no audited Rollout uses or owns
-  UNOWNED  ConfigMap orphan: opted in (configmap-attacher/revisioned=true), but no ReplicaSet owns it and no ReplicaSet of a Rollout in shop uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand
+  UNOWNED  ConfigMap orphan: opted in (configmap-attacher/revisioned=true), but no ReplicaSet owns it and no ReplicaSet of an audited workload in shop uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand
 
 missing owners: 2 owner reference(s) can be added: run again with -fix
 not opted in: 1 ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them configmap-attacher/revisioned=true to let it add owners)
@@ -155,7 +155,7 @@ func TestAuditText(t *testing.T) {
 	for _, a := range kube.Actions() {
 		got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
 	}
-	if want := "list replicasets,list configmaps,list secrets"; strings.Join(got, ",") != want {
+	if want := "list deployments,list replicasets,list configmaps,list secrets"; strings.Join(got, ",") != want {
 		t.Errorf("kube requests %v, want %s", got, want)
 	}
 	var rgot []string
@@ -485,8 +485,9 @@ func TestAuditAllNamespaces(t *testing.T) {
 			}
 		}
 	}
-	if len(kube.Actions()) != 6 {
-		t.Errorf("%d requests, want 6: %v", len(kube.Actions()), counts)
+	// 6, and one list of Deployments across the namespaces (-workloads defaults to both kinds).
+	if len(kube.Actions()) != 7 || counts["list deployments "] != 1 {
+		t.Errorf("%d requests, want 7: %v", len(kube.Actions()), counts)
 	}
 	if ra := ro.Actions(); len(ra) != 1 || ra[0].GetVerb() != "list" || ra[0].GetNamespace() != "" {
 		t.Errorf("rollouts requests %v", ra)
@@ -575,8 +576,8 @@ func TestAuditMetadataClient(t *testing.T) {
 		t.Errorf("exit %d, output\n%s%s", code, out.String(), errb.String())
 	}
 	for _, a := range kube.Actions() {
-		if a.GetResource().Resource != "replicasets" {
-			t.Errorf("typed client used for %s", a.GetResource().Resource)
+		if r := a.GetResource().Resource; r != "replicasets" && r != "deployments" {
+			t.Errorf("typed client used for %s", r)
 		}
 	}
 	if n := len(md.Actions()); n != 2 {
@@ -623,5 +624,53 @@ func TestRequiredReferences(t *testing.T) {
 		if req.Has(tc.o) != tc.want {
 			t.Errorf("%s required = %v, want %v", tc.o, req.Has(tc.o), tc.want)
 		}
+	}
+}
+
+// TestAuditDeployments: Deployments are audited like Rollouts (their ReplicaSets by controller
+// UID, the current one as the Deployment controller finds it), -fix adopts their opted-in
+// objects, and -workloads chooses the kinds.
+func TestAuditDeployments(t *testing.T) {
+	t1 := true
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: testNS, UID: "uid-deploy"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: podSpec([]string{"api-2"}, nil)}}}
+	rsFor := func(name, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID("uid-" + name),
+			Labels:          map[string]string{"app": "api", "pod-template-hash": name},
+			Annotations:     map[string]string{DeploymentRevisionAnnotation: rev},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-deploy", Controller: &t1}}},
+			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": name}}, Spec: spec}}}
+	}
+	kube := fake.NewClientset(d, rsFor("api-rs1", "1", podSpec([]string{"api-1"}, nil)), rsFor("api-rs2", "2", podSpec([]string{"api-2"}, nil)),
+		cm("api-2", true), cm("unrelated", false))
+	ro := rolloutsfake.NewSimpleClientset()
+	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
+	for _, want := range []string{"Deployment shop/api\n", "ReplicaSet api-rs2 (current, revision 2)", "ConfigMap api-2", "MISSING OWNER", "ConfigMap api-1", "LOST (does not exist)", "findings: 1 lost, 1 unowned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1 (api-1 is lost)", code)
+	}
+	if _, _, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix"); len(owners(t, kube, KindConfigMap, "api-2")) != 1 {
+		t.Errorf("-fix did not adopt api-2: %v", owners(t, kube, KindConfigMap, "api-2"))
+	}
+	if _, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "rollouts"); strings.Contains(out, "Deployment shop/api") {
+		t.Errorf("-workloads rollouts audited the Deployment:\n%s", out)
+	}
+	// Without the Rollout CRD: defaulted, Deployments only with a warning; named, an error.
+	ro.PrependReactor("list", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "")
+	})
+	if code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-log-level", "warn"); !strings.Contains(out, "Deployment shop/api") || !strings.Contains(stderr, "not installed") || code == ExitUsage {
+		t.Errorf("defaulted without the CRD: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "rollouts,deployments"); code != ExitFail || !strings.Contains(stderr, "Rollout CRD (rollouts.argoproj.io) is not installed") {
+		t.Errorf("named without the CRD: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, `"statefulsets" is not a workload kind`) {
+		t.Errorf("bad -workloads: exit %d %s", code, stderr)
 	}
 }

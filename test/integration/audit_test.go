@@ -177,7 +177,7 @@ func TestAudit(t *testing.T) {
 		t.Error("object data in the output")
 	}
 
-	// 2. JSON, counted: one list of Rollouts, ReplicaSets, ConfigMaps and Secrets.
+	// 2. JSON, counted: one list of Rollouts, Deployments, ReplicaSets, ConfigMaps and Secrets.
 	counter := cluster.NewCounter()
 	code, out, _ = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-o", "json")
 	rep := auditJSON(t, out)
@@ -185,13 +185,13 @@ func TestAudit(t *testing.T) {
 	if rep.Summary != want || code != plugin.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
-	for _, r := range []string{"rollouts", "replicasets", "configmaps", "secrets"} {
+	for _, r := range []string{"rollouts", "deployments", "replicasets", "configmaps", "secrets"} {
 		if n := counter.Count("list", r); n != 1 {
 			t.Errorf("list %s = %d, want 1 (%s)", r, n, counter)
 		}
 	}
-	if counter.Total() != 4 {
-		t.Errorf("%d requests, want 4 (%s)", counter.Total(), counter)
+	if counter.Total() != 5 {
+		t.Errorf("%d requests, want 5 (%s)", counter.Total(), counter)
 	}
 	var got []string
 	for _, f := range rep.Rollouts[0].Findings {
@@ -219,7 +219,7 @@ func TestAudit(t *testing.T) {
 	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev2,web-rev1; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
 		t.Errorf("added %q, want %q", strings.Join(added, "; "), w)
 	}
-	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*4 {
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5 {
 		t.Errorf("patches %d, want 3 and a list of each kind before and after (%s)", n, counter)
 	}
 	// The report is the state after the fix.
