@@ -448,7 +448,8 @@ func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 	log := discardLogger().WithField("plugin", "configmap-attacher")
 	s := &plugin.Step{Client: client, Log: log, Concurrency: 8}
 	if events {
-		s.Events = &plugin.APIEvents{Client: client, Log: log}
+		// As rpc.Serve builds it: the Event is queued and sent in the background.
+		s.Events = plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: log}, 64, log)
 	}
 	return s
 }
