@@ -601,7 +601,20 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || o.Client.QPS != plugin.DefaultQPS || o.Client.Burst != plugin.DefaultBurst || o.Concurrency <= 0 || o.LogLevel != "info" {
 		t.Errorf("ParseArgs(nil) = %+v, %v", o, err)
 	}
-	for _, args := range [][]string{{"--qps", "-1"}, {"--qps", "0"}, {"--burst", "0"}, {"--concurrency", "0"}, {"--bogus"}, {"extra"}} {
+	// The administrator's policy.
+	o, err = rpc.ParseArgs([]string{"--require-opt-in", "--opt-in-selector", "team=shop,revisioned=yes"}, io.Discard)
+	if err != nil || !o.Policy.RequireOptIn || o.Policy.OptIn.String() != "revisioned=yes,team=shop" {
+		t.Errorf("policy args = %+v, %v", o.Policy, err)
+	}
+	if o, _ := rpc.ParseArgs(nil, io.Discard); o.Policy.RequireOptIn || o.Policy.OptIn.String() != plugin.DefaultDiscoverLabel+"=true" {
+		t.Errorf("default policy = %+v", o.Policy)
+	}
+	// Every problem at once, in flag order.
+	_, err = rpc.ParseArgs([]string{"--qps", "0", "--burst", "0", "--opt-in-selector", ""}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--qps 0: must be positive; --burst 0: must be positive; --opt-in-selector \"\" selects everything") {
+		t.Errorf("all problems: %v", err)
+	}
+	for _, args := range [][]string{{"--qps", "-1"}, {"--qps", "0"}, {"--burst", "0"}, {"--concurrency", "0"}, {"--bogus"}, {"extra"}, {"--opt-in-selector", "a in (b"}} {
 		var stderr bytes.Buffer
 		if _, err := rpc.ParseArgs(args, &stderr); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", args)
