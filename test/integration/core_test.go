@@ -12,6 +12,7 @@ import (
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	rolloutshash "github.com/argoproj/argo-rollouts/utils/hash"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -266,42 +267,27 @@ func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := jobKubeconfig(t, c, e.ns)
-	done := make(chan int, 1)
-	var stdout, stderr syncBuilder
-	go func() {
-		done <- (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
-			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-kubeconfig", kubeconfig, "-timeout", "60s"})
-	}()
+	run := startCLI("-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-kubeconfig", jobKubeconfig(t, c, e.ns), "-timeout", "60s")
 	time.Sleep(2 * time.Second)
-	select {
-	case code := <-done:
-		t.Fatalf("finished against a stale status (exit %d): %s %s", code, stdout.String(), stderr.String())
-	default:
-	}
+	run.running(t, "the status is stale")
 	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
 		t.Fatalf("attached to the previous ReplicaSet: %v", uids)
 	}
-	if !strings.Contains(stderr.String(), "to create the ReplicaSet of the current pod template") {
-		t.Errorf("the wait is not explained: %s", stderr.String())
+	if !strings.Contains(run.stderr.String(), "to create the ReplicaSet of the current pod template") {
+		t.Errorf("the wait is not explained: %s", run.stderr.String())
 	}
 	// The quota is lifted: the controller creates the new ReplicaSet.
 	ro.Status.CurrentPodHash = rolloutshash.ComputePodTemplateHash(&ro.Spec.Template, nil)
 	newRS := e.replicaSetOf(ro)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the command line did not finish")
+	if code := run.exitCode(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, run.stderr.String())
 	}
 	uids, _, _ := e.ownerUIDs("cm", "cfg")
 	if !uids[string(newRS.UID)] {
 		t.Errorf("owners %v lack the new ReplicaSet %s", uids, newRS.UID)
 	}
-	if !strings.Contains(stdout.String(), "to ReplicaSet "+newRS.Name) {
-		t.Errorf("stdout %q", stdout.String())
+	if !strings.Contains(run.stdout.String(), "to ReplicaSet "+newRS.Name) {
+		t.Errorf("stdout %q", run.stdout.String())
 	}
 }
 
@@ -310,19 +296,9 @@ func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 func TestCommandLineDecidesAtOnce(t *testing.T) {
 	c := sharedCluster(t)
 	e := newEnv(t, c)
-	ro := e.rollout("web")
-	ro.Spec.Template.Spec = podSpec([]string{"cfg"}, nil)
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.replicaSetOf(ro)
+	ro, _ := e.settledRollout(corev1.PodTemplateSpec{Spec: podSpec([]string{"cfg"}, nil)})
 	e.configMap("cfg")
 	e.configMap("typo")
-	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := jobKubeconfig(t, c, e.ns)
 	cli := func(names string) (int, string, time.Duration) {
 		var stdout, stderr syncBuilder
@@ -341,7 +317,7 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 	t.Logf("unreferenced name refused in %s", took.Round(time.Millisecond))
 	ro.Status.Conditions = []v1alpha1.RolloutCondition{{Type: v1alpha1.InvalidSpec, Status: corev1.ConditionTrue, Reason: "InvalidSpec",
 		Message: "The Rollout \"web\" is invalid: spec.strategy.canary.steps[0]: bad", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr, took = cli("cfg")
@@ -356,33 +332,15 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
 	c := sharedCluster(t)
 	e := newEnv(t, c)
-	ro := e.rollout("web")
-	ro.Spec.Template.Annotations = map[string]string{"example.com/release": "41"}
-	ro.Spec.Template.Spec = podSpec([]string{"cfg-41"}, nil)
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.replicaSetOf(ro)
+	ro, _ := e.settledRollout(corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/release": "41"}},
+		Spec: podSpec([]string{"cfg-41"}, nil)})
 	e.configMap("cfg-41")
 	e.configMap("cfg-42")
-	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := jobKubeconfig(t, c, e.ns)
-	done := make(chan int, 1)
-	var stdout, stderr syncBuilder
-	go func() {
-		done <- (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
-			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-42", "-expect-template-annotation", "example.com/release=42", "-kubeconfig", kubeconfig, "-timeout", "60s"})
-	}()
+	run := startCLI("-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-42", "-expect-template-annotation", "example.com/release=42",
+		"-kubeconfig", jobKubeconfig(t, c, e.ns), "-timeout", "60s")
 	time.Sleep(1500 * time.Millisecond)
-	select {
-	case code := <-done:
-		t.Fatalf("did not wait for release 42 (exit %d): %s", code, stderr.String())
-	default:
-	}
+	run.running(t, "release 42 is not applied yet")
+	var err error
 	// The sync applies release 42; the controller observes it and creates its ReplicaSet.
 	ro.Spec.Template.Annotations["example.com/release"] = "42"
 	ro.Spec.Template.Spec = podSpec([]string{"cfg-42"}, nil)
@@ -394,19 +352,70 @@ func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
 	if _, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the command line did not finish")
+	if code := run.exitCode(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, run.stderr.String())
 	}
 	if uids, _, _ := e.ownerUIDs("cm", "cfg-42"); !uids[string(rs.UID)] {
 		t.Errorf("cfg-42 owners %v", uids)
 	}
-	if !strings.Contains(stderr.String(), "to carry annotation example.com/release=42") {
-		t.Errorf("the wait is not logged: %s", stderr.String())
+	if !strings.Contains(run.stderr.String(), "to carry annotation example.com/release=42") {
+		t.Errorf("the wait is not logged: %s", run.stderr.String())
+	}
+}
+
+// settledRollout creates Rollout "web" with the pod template tmpl, the ReplicaSet the
+// controller would create for it, and the status the controller writes once it has observed
+// that generation.
+func (e *env) settledRollout(tmpl corev1.PodTemplateSpec) (*v1alpha1.Rollout, *appsv1.ReplicaSet) {
+	e.t.Helper()
+	ro := e.rollout("web")
+	ro.Spec.Template.Annotations = tmpl.Annotations
+	ro.Spec.Template.Spec = tmpl.Spec
+	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(e.t), ro, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rs := e.replicaSetOf(ro)
+	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
+	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(e.t), ro, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return ro, rs
+}
+
+// cliRun is the command line running in the background.
+type cliRun struct {
+	done           chan int
+	stdout, stderr syncBuilder
+}
+
+func startCLI(args ...string) *cliRun {
+	r := &cliRun{done: make(chan int, 1)}
+	go func() {
+		r.done <- (&plugin.CLI{Stdout: &r.stdout, Stderr: &r.stderr, PollInterval: 200 * time.Millisecond}).Main(args)
+	}()
+	return r
+}
+
+// exitCode waits (bounded) for the command line to finish.
+func (r *cliRun) exitCode(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the command line did not finish: %s", r.stderr.String())
+		return -1
+	}
+}
+
+// running fails the test if the command line has already finished.
+func (r *cliRun) running(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		t.Fatalf("%s, yet the command line finished (exit %d): %s %s", why, code, r.stdout.String(), r.stderr.String())
+	default:
 	}
 }
 
