@@ -52,6 +52,7 @@ type demo struct {
 	c       *cluster.Cluster
 	ctl     *e2e.Controller
 	kubelet *e2e.FakeKubelet
+	mode    *controllerMode
 	kube    kubernetes.Interface
 	ro      rolloutsclient.Interface
 
@@ -149,6 +150,15 @@ func (d *demo) setup() error {
 	fmt.Printf("up in %v\n", since(t0))
 	say("  pid %d; argo-rollouts-config stepPlugins: %s at file://%s", d.ctl.PID(), e2e.PluginName, d.plugin)
 	say("  plugin identity: ServiceAccount %s/argo-rollouts, the controller's ClusterRole + examples/rbac-step-plugin.yaml", e2e.ControllerNamespace)
+	t0 = time.Now()
+	fmt.Print("   starting the controller mode (configmap-attacher controller) ... ")
+	if d.mode, err = d.startControllerMode(); err != nil {
+		fmt.Println("failed")
+		return fmt.Errorf("start the controller mode: %w", err)
+	}
+	fmt.Printf("ready in %v\n", since(t0))
+	say("  pid %d; identity: ServiceAccount %s/%s with examples/controller.yaml's RBAC; opted-in objects (%s=true) only; log %s",
+		d.mode.cmd.Process.Pid, controllerNamespace, controllerSA, labelRevisioned, d.mode.logPath)
 	d.kubelet = e2e.StartFakeKubelet(d.kube)
 	say("fake kubelet started: pods become Ready; a pod whose ConfigMap or Secret is missing gets CreateContainerConfigError")
 	return nil
@@ -180,6 +190,9 @@ func (d *demo) keepRunning() {
 	fmt.Printf("  %s --kubeconfig %s describe rollout web -n default   # ConfigAttached events\n", kubectl, kc)
 	fmt.Printf("  export KUBECONFIG=%s   # for your own kubectl\n", kc)
 	fmt.Printf("logs: rollouts-controller %s\n      kube-apiserver %s\n", d.ctl.LogPath, d.c.LogPath("kube-apiserver"))
+	if d.mode != nil {
+		fmt.Printf("      controller mode %s (metrics and health on 127.0.0.1: %s)\n", d.mode.logPath, d.mode.health)
+	}
 	fmt.Printf("press Ctrl-C (SIGINT) or send SIGTERM to tear everything down\n")
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -213,6 +226,9 @@ func (d *demo) teardown() {
 	var stopped []string
 	if d.kubelet != nil {
 		d.kubelet.Stop()
+	}
+	if pid := d.mode.stop(); pid != 0 {
+		stopped = append(stopped, fmt.Sprintf("controller mode %d", pid))
 	}
 	if d.ctl != nil {
 		d.notePluginPIDs()

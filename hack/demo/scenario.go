@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,14 +12,12 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
@@ -133,17 +126,13 @@ func (d *demo) scenario() error {
 	return nil
 }
 
-// revision1 creates the Rollout and attaches revision 1 with the command line, as a Job (an
-// Argo CD Sync hook) would: steps do not run on a first deploy.
+// revision1 creates the Rollout; the controller mode attaches revision 1 (steps do not run on
+// a first deploy, and no Job is needed).
 func (d *demo) revision1() error {
 	r := newRevision(1)
 	stage("revision 1: ConfigMap %s, Secret %s and Rollout %s/%s (canary, %d replicas, revisionHistoryLimit %d)",
 		r.cm, r.secret, namespace, appName, replicas, historyLimit)
 	if err := d.createConfig(r); err != nil {
-		return err
-	}
-	kc, err := d.jobKubeconfig()
-	if err != nil {
 		return err
 	}
 	lim, n := historyLimit, replicas
@@ -160,15 +149,7 @@ func (d *demo) revision1() error {
 	if _, err := d.ro.ArgoprojV1alpha1().Rollouts(namespace).Create(d.ctx, ro, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create Rollout: %w", err)
 	}
-	// The command line waits for the controller to create the ReplicaSet, then attaches.
-	args := []string{"-rollout", appName, "-namespace", namespace, "-configmaps", r.cm, "-secrets", r.secret, "-timeout", "60s"}
-	say("steps do not run on a first deploy: the command line attaches revision 1, as a Job (Sync hook) would:")
-	say("  configmap-attacher %s", strings.Join(args, " "))
-	out, err := d.runCLI(append(args, "-kubeconfig", kc))
-	if err != nil {
-		return err
-	}
-	say("  → %s", out)
+	say("steps do not run on a first deploy: the controller mode (configmap-attacher controller) attaches revision 1 — no Job, no step")
 	if err := d.waitHealthy(r); err != nil {
 		return err
 	}
@@ -176,7 +157,8 @@ func (d *demo) revision1() error {
 	if err := d.checkOwned(r); err != nil {
 		return err
 	}
-	return d.printTree(fmt.Sprintf("after revision 1 (command line: %s)", strings.TrimSuffix(out, " of Rollout "+namespace+"/"+appName)))
+	say("revision 1's ConfigMap and Secret owned by ReplicaSet %s %v after the Rollout was created", r.rs.Name, since(t0))
+	return d.printTree("after revision 1 (controller mode)")
 }
 
 // canaryRevision applies revision n (new objects, then pod template and step config in one
@@ -440,60 +422,6 @@ func (d *demo) patchStatus(patch string) error {
 		return fmt.Errorf("patch Rollout status %s: %w", patch, err)
 	}
 	return nil
-}
-
-// jobKubeconfig applies examples/job.yaml's ServiceAccount, Role and RoleBinding (not the Job)
-// and returns a kubeconfig with that ServiceAccount's token.
-func (d *demo) jobKubeconfig() (string, error) {
-	b, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "examples", "job.yaml"))
-	if err != nil {
-		return "", err
-	}
-	var keep []string
-	for _, doc := range strings.Split(string(b), "\n---") {
-		var m struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			return "", fmt.Errorf("examples/job.yaml: %w", err)
-		}
-		if m.Kind != "" && m.Kind != "Job" {
-			keep = append(keep, doc)
-		}
-	}
-	path := filepath.Join(d.c.Dir, "job-rbac.yaml")
-	if err := os.WriteFile(path, []byte(strings.Join(keep, "\n---\n")), 0o644); err != nil {
-		return "", err
-	}
-	if err := e2e.Kubectl(d.c, "apply", "--server-side", "-n", namespace, "-f", path); err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
-	defer cancel()
-	user := "system:serviceaccount:" + namespace + ":configmap-attacher-job"
-	for _, a := range []authorizationv1.ResourceAttributes{
-		{Verb: "get", Group: "argoproj.io", Resource: "rollouts", Namespace: namespace},
-		{Verb: "list", Group: "apps", Resource: "replicasets", Namespace: namespace},
-		{Verb: "patch", Resource: "configmaps", Namespace: namespace},
-		{Verb: "patch", Resource: "secrets", Namespace: namespace},
-	} {
-		if err := e2e.WaitForAccess(ctx, d.kube, user, a); err != nil {
-			return "", err
-		}
-	}
-	return e2e.ServiceAccountKubeconfig(ctx, d.c, d.kube, namespace, "configmap-attacher-job", d.c.Dir)
-}
-
-// runCLI runs the plugin binary in command-line mode and returns its summary line.
-func (d *demo) runCLI(args []string) (string, error) {
-	ctx, cancel := context.WithTimeout(d.ctx, 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, d.plugin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent", "JOB_NAME=configmap-attacher-"+appName)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("command line %s %s: %v\nstdout: %s\nstderr: %s", d.plugin, strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return strings.TrimSpace(stdout.String()), nil
 }
 
 func (d *demo) rollout() (*v1alpha1.Rollout, error) {
