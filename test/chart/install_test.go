@@ -35,11 +35,11 @@ const optInLabel = "configmap-attacher/revisioned"
 // ReplicaSet is adopted under exactly the chart's RBAC, the lease is taken, /readyz answers,
 // and every metric the chart's dashboard and alerts query is in the /metrics scrape. It
 // measures install → first adoption.
+//
+// Twice: with the default cluster-wide RBAC, and with rbac.scope: namespaces (a Role in the
+// application's namespace only, the controller watching only it).
 func TestHelmInstall(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	cs := c.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	if err := cluster.InstallRolloutCRD(c); err != nil { // the chart's default workloads include rollouts
 		t.Fatal(err)
 	}
@@ -47,8 +47,22 @@ func TestHelmInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubelet := e2e.StartFakeKubelet(cs)
+	kubelet := e2e.StartFakeKubelet(c.Client(t))
 	t.Cleanup(kubelet.Stop)
+	t.Run("cluster-rbac", func(t *testing.T) {
+		helmInstall(t, c, bin, func(app string) string { return "" })
+	})
+	t.Run("per-namespace-rbac", func(t *testing.T) {
+		helmInstall(t, c, bin, func(app string) string {
+			return fmt.Sprintf("rbac: {scope: namespaces}\nnamespaces: [%s]\n", app)
+		})
+	})
+}
+
+func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(app string) string) {
+	cs := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 
 	// The application, before the controller exists: a Deployment whose ReplicaSet uses an
 	// opted-in ConfigMap, and a second opted-in ConfigMap that an admission policy refuses to
@@ -83,7 +97,8 @@ func TestHelmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf("metrics: {bindAddress: 127.0.0.1, port: %d}\nhealth: {bindAddress: 127.0.0.1, port: %d}\nlogFormat: text\n", ports[0], ports[1])), 0o644); err != nil {
+	if err := os.WriteFile(values, []byte(fmt.Sprintf("metrics: {bindAddress: 127.0.0.1, port: %d}\nhealth: {bindAddress: 127.0.0.1, port: %d}\nlogFormat: text\n%s",
+		ports[0], ports[1], extraValues(app))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
