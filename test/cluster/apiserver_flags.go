@@ -1,0 +1,45 @@
+package cluster
+
+import (
+	"errors"
+	"sync"
+)
+
+var (
+	baseArgsMu sync.Mutex
+	baseArgs   = map[*Cluster][]string{}
+)
+
+// RestartAPIServerWithArgs stops kube-apiserver (if it runs) and starts it again on the same
+// port, certificates and data with extra appended to the command line it was first started
+// with (Options.ExtraAPIServerArgs included); extra replaces the extra arguments of an
+// earlier call, so RestartAPIServerWithArgs() goes back to the original flags. It is how a
+// test throttles a running cluster for a while, e.g.
+//
+//	c.RestartAPIServerWithArgs("--enable-priority-and-fairness=false", "--max-requests-inflight=2")
+//
+// (system:masters, the AdminConfig, is exempt from the in-flight limits).
+func (c *Cluster) RestartAPIServerWithArgs(extra ...string) error {
+	if c == nil || c.apiserver == nil {
+		return errors.New("no kube-apiserver")
+	}
+	baseArgsMu.Lock()
+	base, ok := baseArgs[c]
+	if !ok {
+		base = append([]string(nil), c.apiserver.args...)
+		baseArgs[c] = base
+	}
+	baseArgsMu.Unlock()
+	if c.apiserver.running() {
+		if err := c.StopAPIServer(); err != nil {
+			return err
+		}
+	}
+	c.apiserver.mu.Lock()
+	c.apiserver.args = append(append([]string(nil), base...), extra...)
+	c.apiserver.mu.Unlock()
+	return c.StartAPIServer()
+}
+
+// APIServerRunning reports whether kube-apiserver's process is alive.
+func (c *Cluster) APIServerRunning() bool { return c != nil && c.apiserver.running() }

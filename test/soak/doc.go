@@ -1,0 +1,13 @@
+// Package soak is the invariant soak (issue 13): random, weighted rollout operations and
+// injected faults against the real control plane (test/cluster), the real Argo Rollouts
+// controller with the step plugin and `configmap-attacher controller` (2 replicas with leader
+// election), with the ownership invariants checked every second and again once quiet.
+//
+//	make soak                              # 10 minutes, writes docs/soak.md
+//	SOAK_SEED=7 SOAK_DURATION=3m make soak # replay a seed
+//	go test ./test/soak                    # the 60-second run of `make test` (bin/soak/report.md)
+//
+// Environment: SOAK_DURATION (default 60s), SOAK_SEED (default 1), SOAK_ROLLOUTS (workloads,
+// default 5), SOAK_REPORT (default bin/soak/report.md), SOAK_BINARY (test a prebuilt binary,
+// e.g. a deliberately broken one, instead of building this tree).
+package soak

@@ -1,0 +1,253 @@
+package soak
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+)
+
+// quietResult is what the end of the run found once the faults had stopped.
+type quietResult struct {
+	settleTook    time.Duration
+	stepErrors    []string // step Errors that did not clear
+	stepErrorSeen int      // step plugin statuses in Error at the start of the quiet phase
+	rvChecked     int
+	rvWindow      time.Duration
+	gauges        map[string][2]float64 // ns -> unowned, lost (leader's gauges)
+	audit         map[string][2]float64 // ns -> unowned, lost (audit)
+	auditScope    string
+	auditErr      string
+	final         []string // unowned/lost pairs seen by the soak's own final check
+}
+
+// final stops the faults, waits for quiet and checks everything once more.
+func (s *soak) final() *quietResult {
+	q := &quietResult{}
+	t0 := time.Now()
+	s.note("operations stopped; waiting for quiet")
+	// A leader, and the ReplicaSets stable (no add or delete) for 10 s.
+	deadline := time.Now().Add(90 * time.Second)
+	for s.leader() == nil && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	var last string
+	stableSince := time.Now()
+	for time.Now().Before(deadline) {
+		fp := s.rsFingerprint()
+		if fp != last {
+			last, stableSince = fp, time.Now()
+		}
+		if time.Since(stableSince) > 10*time.Second {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Every step Error clears once the faults stop (the Rollouts controller retries).
+	errs := s.stepErrors()
+	q.stepErrorSeen = len(errs)
+	for len(errs) > 0 && time.Now().Before(deadline.Add(60*time.Second)) {
+		time.Sleep(2 * time.Second)
+		errs = s.stepErrors()
+	}
+	for _, e := range errs {
+		s.addViolation(6, "step Error did not clear after the faults stopped: "+e)
+	}
+	q.stepErrors = errs
+	q.settleTook = time.Since(t0)
+	// Nothing unowned, nothing lost, on the soak's own reading.
+	if snap, err := s.mon.list(nowCtx()); err == nil {
+		q.final = unownedIn(snap, "")
+	}
+	// Invariant 5: with nothing running, no resourceVersion moves (one full resync of the
+	// controller mode, -resync, falls inside the window).
+	before, err := s.resourceVersions()
+	if err != nil {
+		s.note("resourceVersions: %v", err)
+	}
+	q.rvWindow = resync + 3*time.Second
+	time.Sleep(q.rvWindow)
+	after, err := s.resourceVersions()
+	if err != nil {
+		s.note("resourceVersions: %v", err)
+	}
+	q.rvChecked = len(before)
+	for k, v := range before {
+		if a, ok := after[k]; ok && a.rv != v.rv {
+			s.addViolation(5, fmt.Sprintf("%s rewritten while nothing ran: resourceVersion %s → %s, owners %s → %s (managers %s)",
+				k, v.rv, a.rv, v.owners, a.owners, a.managers))
+		}
+	}
+	// Invariant 6: the gauges (recomputed every 10 s: the window above was longer) agree with a
+	// fresh audit.
+	q.gauges, q.audit, q.auditScope, q.auditErr = s.gaugesAndAudit()
+	for ns, g := range q.gauges {
+		if a := q.audit[ns]; a != g && q.auditScope != "" && (q.auditScope == "all" || strings.Contains(q.auditScope, ns)) {
+			s.addViolation(6, fmt.Sprintf("namespace %s: gauges unowned=%v lost=%v, audit unowned=%v lost=%v", ns, g[0], g[1], a[0], a[1]))
+		}
+	}
+	for ns, a := range q.audit {
+		if _, ok := q.gauges[ns]; !ok && (a[0] != 0 || a[1] != 0) {
+			s.addViolation(6, fmt.Sprintf("namespace %s: no gauge, audit unowned=%v lost=%v", ns, a[0], a[1]))
+		}
+	}
+	for _, f := range q.final {
+		s.addViolation(2, "after quiet: "+f)
+	}
+	return q
+}
+
+func (s *soak) rsFingerprint() string {
+	snap, err := s.mon.list(nowCtx())
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, rs := range snap.rss {
+		parts = append(parts, fmt.Sprintf("%s/%v", rs.UID, rs.DeletionTimestamp != nil))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (s *soak) stepErrors() []string {
+	var out []string
+	for _, w := range s.wd.ws {
+		if w.kind != kindCanary {
+			continue
+		}
+		ro, err := s.wd.getRollout(w)
+		if err != nil || ro.Status.Canary.StepPluginStatuses == nil {
+			continue
+		}
+		for _, st := range ro.Status.Canary.StepPluginStatuses {
+			if st.Phase == v1alpha1.StepPluginPhaseError {
+				out = append(out, fmt.Sprintf("%s step %d %s: %s", w, st.Index, st.Operation, st.Message))
+			}
+		}
+	}
+	return out
+}
+
+type rvInfo struct{ rv, owners, managers string }
+
+func (s *soak) resourceVersions() (map[string]rvInfo, error) {
+	snap, err := s.mon.list(nowCtx())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]rvInfo{}
+	for k, o := range snap.objs {
+		out[k] = rvInfo{o.meta.ResourceVersion, refsString(o.meta.OwnerReferences), managers(o.meta.ManagedFields)}
+	}
+	return out, nil
+}
+
+// gaugesAndAudit scrapes the leader's unowned and lost gauges and runs a fresh
+// `configmap-attacher audit -A -o json`.
+func (s *soak) gaugesAndAudit() (gauges, audit map[string][2]float64, scope, auditErr string) {
+	gauges = map[string][2]float64{}
+	if r := s.leader(); r != nil {
+		if m, err := r.scrape(); err == nil {
+			for ns, v := range perNamespace(m, "unowned_objects") {
+				if soakNS(ns) {
+					g := gauges[ns]
+					g[0] = v
+					gauges[ns] = g
+				}
+			}
+			for ns, v := range perNamespace(m, "lost_references") {
+				if soakNS(ns) {
+					g := gauges[ns]
+					g[1] = v
+					gauges[ns] = g
+				}
+			}
+		}
+	}
+	args := []string{"audit", "-A", "-o", "json", "-kubeconfig", s.c.KubeconfigPath}
+	help, _ := exec.Command(s.bin, "audit", "-h").CombinedOutput()
+	scope = "all"
+	if bytes.Contains(help, []byte("-workloads")) {
+		args = append(args, "-workloads", "rollouts,deployments")
+	} else {
+		// audit does not know Deployments yet: compare the Rollout namespaces only.
+		var nss []string
+		for _, w := range s.wd.ws {
+			if w.kind != kindDeployment {
+				nss = append(nss, w.ns)
+			}
+		}
+		scope = "Rollout namespaces only (audit has no -workloads flag yet): " + strings.Join(nss, ", ")
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run() // exits non-zero when it finds something
+	var rep any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		return gauges, nil, scope, fmt.Sprintf("audit: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	audit = map[string][2]float64{}
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			typ, _ := x["type"].(string)
+			ns, _ := x["namespace"].(string)
+			if (typ == "unowned" || typ == "lost") && soakNS(ns) {
+				key := fmt.Sprint(typ, ns, x["kind"], x["name"], x["replicaSet"])
+				if !seen[key] {
+					seen[key] = true
+					a := audit[ns]
+					if typ == "unowned" {
+						a[0]++
+					} else {
+						a[1]++
+					}
+					audit[ns] = a
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(rep)
+	return gauges, audit, scope, ""
+}
+
+var panicRE = regexp.MustCompile(`(?m)^(panic: |fatal error: |goroutine \d+ \[running\]:)|plugin.configmap-attacher.*panic`)
+
+// scanLogs: invariant 6, no panic in the plugin's or the controller mode's logs.
+func (s *soak) scanLogs() {
+	logs := []string{s.rollouts.LogPath}
+	for _, r := range s.replicas {
+		logs = append(logs, r.logPath)
+	}
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			s.note("read %s: %v", p, err)
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if panicRE.MatchString(line) {
+				s.addViolation(6, fmt.Sprintf("panic in %s: %s", p, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,535 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/test/e2e"
+)
+
+// Bounds of the invariants.
+const (
+	unownedBound = 10 * time.Second // invariant 2
+	collectBound = 30 * time.Second // invariant 3
+)
+
+// interval is a period of time; an open one has a zero to.
+type interval struct{ from, to time.Time }
+
+func (iv interval) end(now time.Time) time.Time {
+	if iv.to.IsZero() {
+		return now
+	}
+	return iv.to
+}
+
+// overlap returns how much of [from, to] the intervals cover.
+func overlap(ivs []interval, from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, iv := range ivs {
+		a, b := iv.from, iv.end(to)
+		if a.Before(from) {
+			a = from
+		}
+		if b.After(to) {
+			b = to
+		}
+		if b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return d
+}
+
+// window is a period during which an object lacked an owner it should have.
+type window struct {
+	key      string // ns/Kind/name, or ns/Kind/name <- ReplicaSet
+	from     time.Time
+	reported bool
+}
+
+// obj is what the monitor reads of a ConfigMap or Secret.
+type obj struct {
+	meta metav1.ObjectMeta
+	kind string
+	data map[string]string
+}
+
+func (o *obj) key() string { return objKey(o.meta.Namespace, o.kind, o.meta.Name) }
+
+func (o *obj) optedIn() bool { return o.meta.Labels[labelRevisioned] == "true" }
+
+// monitor checks the invariants every second on fresh lists (the admin identity, exempt from
+// the throttling) and watches every change of a ConfigMap or Secret.
+type monitor struct {
+	s *soak
+
+	mu           sync.Mutex
+	unowned      map[string]*window // opted-in object referenced by a live ReplicaSet, no owner
+	missingOwner map[string]*window // object <- a live ReplicaSet that references it but is not an owner
+	missing      map[string]int     // ReplicaSet -> object it references that does not exist: ticks seen
+	orphaned     map[string]*window // all owners gone, not collected yet
+	hadOwner     map[string]bool
+	reported     map[string]bool // violations reported once per key
+	longest      struct {
+		d   time.Duration
+		key string
+		at  time.Duration // since start
+	}
+	closedWindows  []time.Duration
+	ticks, skipped int
+
+	// reaction times, from the watches
+	rsAdded   map[types.UID]time.Time
+	objAdded  map[string]time.Time
+	reactions []reaction
+	writes    int // ConfigMap/Secret updates seen
+}
+
+type reaction struct {
+	d         time.Duration
+	throttled bool
+}
+
+func newMonitor(s *soak) *monitor {
+	return &monitor{s: s, unowned: map[string]*window{}, missingOwner: map[string]*window{}, missing: map[string]int{},
+		orphaned: map[string]*window{}, hadOwner: map[string]bool{}, reported: map[string]bool{},
+		rsAdded: map[types.UID]time.Time{}, objAdded: map[string]time.Time{}}
+}
+
+func soakNS(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }
+
+// watch starts informers for the reaction times and the needless-write check (invariant 5).
+func (m *monitor) watch(stop <-chan struct{}) {
+	f := informers.NewSharedInformerFactory(m.s.kube, 0)
+	started := time.Now()
+	rsInf := f.Apps().V1().ReplicaSets().Informer()
+	_, _ = rsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+		rs, ok := o.(*appsv1.ReplicaSet)
+		if !ok || !soakNS(rs.Namespace) || time.Since(started) < 2*time.Second {
+			return
+		}
+		m.mu.Lock()
+		if _, seen := m.rsAdded[rs.UID]; !seen {
+			m.rsAdded[rs.UID] = time.Now()
+		}
+		m.mu.Unlock()
+	}})
+	handler := func(kind string, conv func(any) *obj) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) {
+				x := conv(o)
+				if x == nil || !soakNS(x.meta.Namespace) {
+					return
+				}
+				m.mu.Lock()
+				if _, ok := m.objAdded[x.key()]; !ok {
+					m.objAdded[x.key()] = time.Now()
+				}
+				m.mu.Unlock()
+				m.ownersAdded(x, nil)
+			},
+			UpdateFunc: func(o, n any) {
+				a, b := conv(o), conv(n)
+				if a == nil || b == nil || !soakNS(b.meta.Namespace) || a.meta.ResourceVersion == b.meta.ResourceVersion {
+					return
+				}
+				m.mu.Lock()
+				m.writes++
+				m.mu.Unlock()
+				m.ownersAdded(b, a.meta.OwnerReferences)
+				if reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
+					reflect.DeepEqual(a.meta.Annotations, b.meta.Annotations) && reflect.DeepEqual(a.data, b.data) &&
+					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil) {
+					m.violation(5, "rewrite "+b.key()+" "+b.meta.ResourceVersion, fmt.Sprintf("%s rewritten with nothing changed (resourceVersion %s → %s; managers %s)",
+						b.key(), a.meta.ResourceVersion, b.meta.ResourceVersion, managers(b.meta.ManagedFields)))
+				}
+			},
+		}
+	}
+	_, _ = f.Core().V1().ConfigMaps().Informer().AddEventHandler(handler("ConfigMap", func(o any) *obj {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			return nil
+		}
+		return &obj{meta: cm.ObjectMeta, kind: "ConfigMap", data: cm.Data}
+	}))
+	_, _ = f.Core().V1().Secrets().Informer().AddEventHandler(handler("Secret", func(o any) *obj {
+		s, ok := o.(*corev1.Secret)
+		if !ok {
+			return nil
+		}
+		return &obj{meta: s.ObjectMeta, kind: "Secret", data: secretData(s)}
+	}))
+	f.Start(stop)
+}
+
+func secretData(s *corev1.Secret) map[string]string {
+	out := map[string]string{}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out
+}
+
+func managers(mf []metav1.ManagedFieldsEntry) string {
+	var out []string
+	for _, e := range mf {
+		t := ""
+		if e.Time != nil {
+			t = e.Time.Format("15:04:05")
+		}
+		out = append(out, fmt.Sprintf("%s/%s@%s", e.Manager, e.Operation, t))
+	}
+	return strings.Join(out, ", ")
+}
+
+// ownersAdded records a reaction time for each ReplicaSet that became an owner of x.
+func (m *monitor) ownersAdded(x *obj, before []metav1.OwnerReference) {
+	now := time.Now()
+	had := map[types.UID]bool{}
+	for _, r := range before {
+		had[r.UID] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range x.meta.OwnerReferences {
+		if had[r.UID] || r.Kind != "ReplicaSet" {
+			continue
+		}
+		t0, ok := m.rsAdded[r.UID]
+		if !ok {
+			continue
+		}
+		if t1, ok := m.objAdded[x.key()]; ok && t1.After(t0) {
+			t0 = t1
+		}
+		if m.s.overlapDown(t0, now) > 0 {
+			continue
+		}
+		m.reactions = append(m.reactions, reaction{d: now.Sub(t0), throttled: m.s.throttledAt(t0)})
+	}
+}
+
+// violation records an invariant violation once per key, with the operation log up to now.
+func (m *monitor) violation(inv int, key, msg string) {
+	m.mu.Lock()
+	if m.reported[key] {
+		m.mu.Unlock()
+		return
+	}
+	m.reported[key] = true
+	m.mu.Unlock()
+	m.s.addViolation(inv, msg)
+}
+
+// run ticks every second until stop.
+func (m *monitor) run(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C:
+		}
+		m.s.observeLeader()
+		if !m.s.apiUp() {
+			m.mu.Lock()
+			m.skipped++
+			m.mu.Unlock()
+			continue
+		}
+		if err := m.tick(); err != nil {
+			m.mu.Lock()
+			m.skipped++
+			m.mu.Unlock()
+		}
+	}
+}
+
+type snapshot struct {
+	rss  []appsv1.ReplicaSet
+	objs map[string]*obj
+}
+
+func (m *monitor) list(ctx context.Context) (*snapshot, error) {
+	// ReplicaSets first: an object a listed ReplicaSet references was created before it, so a
+	// later list shows it unless it was deleted.
+	rsl, err := m.s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cml, err := m.s.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sl, err := m.s.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	snap := &snapshot{objs: map[string]*obj{}}
+	for _, rs := range rsl.Items {
+		if soakNS(rs.Namespace) {
+			snap.rss = append(snap.rss, rs)
+		}
+	}
+	for _, cm := range cml.Items {
+		if soakNS(cm.Namespace) {
+			o := &obj{meta: cm.ObjectMeta, kind: "ConfigMap", data: cm.Data}
+			snap.objs[o.key()] = o
+		}
+	}
+	for i := range sl.Items {
+		s := &sl.Items[i]
+		if soakNS(s.Namespace) && s.Type != corev1.SecretTypeServiceAccountToken {
+			o := &obj{meta: s.ObjectMeta, kind: "Secret", data: secretData(s)}
+			snap.objs[o.key()] = o
+		}
+	}
+	return snap, nil
+}
+
+func liveRS(rs *appsv1.ReplicaSet) bool {
+	ref := metav1.GetControllerOf(rs)
+	return rs.DeletionTimestamp == nil && ref != nil && (ref.Kind == "Rollout" || ref.Kind == "Deployment")
+}
+
+// tick checks invariants 1-5 on one set of lists.
+func (m *monitor) tick() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, err := m.list(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	m.ticks++
+	m.mu.Unlock()
+	allRS := map[types.UID]*appsv1.ReplicaSet{}
+	referenced := map[string]bool{}
+	seenUnowned := map[string]bool{}
+	seenMissingOwner := map[string]bool{}
+	seenMissing := map[string]bool{}
+	for i := range snap.rss {
+		rs := &snap.rss[i]
+		allRS[rs.UID] = rs
+		if !liveRS(rs) {
+			continue
+		}
+		for _, r := range e2e.PodConfigRefs(&rs.Spec.Template.Spec) {
+			key := objKey(rs.Namespace, r.Kind, r.Name)
+			referenced[key] = true
+			o := snap.objs[key]
+			pair := key + " <- ReplicaSet " + rs.Name
+			if o == nil {
+				seenMissing[pair] = true
+				m.mu.Lock()
+				m.missing[pair]++
+				n := m.missing[pair]
+				m.mu.Unlock()
+				if n >= 2 {
+					m.confirmMissing(rs, r, pair)
+				}
+				continue
+			}
+			if !o.optedIn() {
+				continue
+			}
+			if len(o.meta.OwnerReferences) == 0 {
+				seenUnowned[key] = true
+			}
+			owner := false
+			for _, ref := range o.meta.OwnerReferences {
+				owner = owner || ref.UID == rs.UID
+			}
+			if !owner {
+				seenMissingOwner[pair] = true
+			}
+		}
+	}
+	// Invariants 4 and 5 (controller: true), and 3 (collected once the owners are gone).
+	for key, o := range snap.objs {
+		if tr := m.s.tracked(key); tr != nil {
+			if !reflect.DeepEqual(tr.data, o.data) {
+				m.violation(4, "data "+key, fmt.Sprintf("%s: data changed: %v → %v", key, tr.data, o.data))
+			}
+			if !mapsEqual(tr.labels, o.meta.Labels) {
+				m.violation(4, "labels "+key, fmt.Sprintf("%s: labels changed: %v → %v", key, tr.labels, o.meta.Labels))
+			}
+			if !mapsEqual(tr.annotations, o.meta.Annotations) {
+				m.violation(4, "annotations "+key, fmt.Sprintf("%s: annotations changed: %v → %v", key, tr.annotations, o.meta.Annotations))
+			}
+			if tr.static && len(o.meta.OwnerReferences) > 0 {
+				m.violation(4, "static owner "+key, fmt.Sprintf("the static unlabelled %s gained owner references %s", key, refsString(o.meta.OwnerReferences)))
+			}
+		}
+		for _, ref := range o.meta.OwnerReferences {
+			if ref.Controller != nil && *ref.Controller {
+				m.violation(5, "controller "+key, fmt.Sprintf("%s has a controller: true owner reference %s", key, refsString(o.meta.OwnerReferences)))
+			}
+		}
+		if !o.optedIn() {
+			continue
+		}
+		m.mu.Lock()
+		if len(o.meta.OwnerReferences) > 0 {
+			m.hadOwner[key] = true
+		}
+		had := m.hadOwner[key]
+		m.mu.Unlock()
+		gone := had && !referenced[key]
+		for _, ref := range o.meta.OwnerReferences {
+			if rs, ok := allRS[ref.UID]; ok && rs.DeletionTimestamp == nil {
+				gone = false
+			}
+		}
+		m.mu.Lock()
+		w := m.orphaned[key]
+		if !gone {
+			delete(m.orphaned, key)
+		} else if w == nil {
+			m.orphaned[key] = &window{key: key, from: now}
+		}
+		m.mu.Unlock()
+		if gone && w != nil && !w.reported && m.s.effective(w.from, now) > collectBound {
+			m.confirmLeak(o, w)
+		}
+	}
+	m.mu.Lock()
+	for k := range m.orphaned {
+		if snap.objs[k] == nil {
+			delete(m.orphaned, k)
+		}
+	}
+	for k := range m.missing {
+		if !seenMissing[k] {
+			delete(m.missing, k)
+		}
+	}
+	m.mu.Unlock()
+	m.windows(m.unowned, seenUnowned, now, true, snap)
+	m.windows(m.missingOwner, seenMissingOwner, now, false, snap)
+	return nil
+}
+
+// windows opens, extends and closes the windows of one kind and reports those over the bound.
+func (m *monitor) windows(ws map[string]*window, seen map[string]bool, now time.Time, unowned bool, snap *snapshot) {
+	m.mu.Lock()
+	var over []*window
+	for k := range seen {
+		if ws[k] == nil {
+			ws[k] = &window{key: k, from: now}
+		}
+	}
+	for k, w := range ws {
+		d := m.s.effective(w.from, now)
+		if !seen[k] {
+			delete(ws, k)
+			if unowned {
+				m.closedWindows = append(m.closedWindows, d)
+			}
+		}
+		if unowned && d > m.longest.d {
+			m.longest.d, m.longest.key, m.longest.at = d, k, w.from.Sub(m.s.start)
+		}
+		if seen[k] && !w.reported && d > m.s.bound(w.from, now) {
+			over = append(over, w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range over {
+		w.reported = true
+		what := "no owner"
+		if !unowned {
+			what = "not owned by a ReplicaSet that references it"
+		}
+		m.violation(2, "window "+w.key+fmt.Sprint(w.from.UnixNano()), fmt.Sprintf("%s: %s for %v (bound %v; window opened at +%v)",
+			w.key, what, m.s.effective(w.from, now).Round(time.Millisecond), m.s.bound(w.from, now), w.from.Sub(m.s.start).Round(time.Second)))
+	}
+}
+
+// confirmMissing re-reads the object and the ReplicaSet before reporting invariant 1.
+func (m *monitor) confirmMissing(rs *appsv1.ReplicaSet, r e2e.ConfigRef, pair string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if r.Kind == "Secret" {
+		_, err = m.s.kube.CoreV1().Secrets(rs.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+	} else {
+		_, err = m.s.kube.CoreV1().ConfigMaps(rs.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+	}
+	if !apierrors.IsNotFound(err) {
+		return
+	}
+	cur, err := m.s.kube.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+	if err != nil || cur.UID != rs.UID || !liveRS(cur) {
+		return
+	}
+	m.violation(1, "missing "+pair, fmt.Sprintf("ReplicaSet %s/%s (revision %s%s) references %s, which does not exist: a pod of it would fail with CreateContainerConfigError",
+		rs.Namespace, rs.Name, rs.Annotations["rollout.argoproj.io/revision"], rs.Annotations["deployment.kubernetes.io/revision"], r))
+}
+
+// confirmLeak re-reads the object and its owners before reporting invariant 3.
+func (m *monitor) confirmLeak(o *obj, w *window) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var meta metav1.ObjectMeta
+	if o.kind == "Secret" {
+		s, err := m.s.kube.CoreV1().Secrets(o.meta.Namespace).Get(ctx, o.meta.Name, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		meta = s.ObjectMeta
+	} else {
+		cm, err := m.s.kube.CoreV1().ConfigMaps(o.meta.Namespace).Get(ctx, o.meta.Name, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		meta = cm.ObjectMeta
+	}
+	for _, ref := range meta.OwnerReferences {
+		rs, err := m.s.kube.AppsV1().ReplicaSets(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err == nil && rs.UID == ref.UID && rs.DeletionTimestamp == nil {
+			return
+		}
+	}
+	w.reported = true
+	m.violation(3, "leak "+o.key(), fmt.Sprintf("%s: every owner is gone (owners now %s) and no live ReplicaSet references it, yet it is not collected after %v",
+		o.key(), refsString(meta.OwnerReferences), m.s.effective(w.from, time.Now()).Round(time.Second)))
+}
+
+func refsString(refs []metav1.OwnerReference) string {
+	var out []string
+	for _, r := range refs {
+		c := ""
+		if r.Controller != nil && *r.Controller {
+			c = ",controller"
+		}
+		out = append(out, fmt.Sprintf("%s/%s(%s%s)", r.Kind, r.Name, string(r.UID)[:8], c))
+	}
+	sort.Strings(out)
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
