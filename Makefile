@@ -12,7 +12,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: build test unit lint release binaries demo clean fuzz bench image
+.PHONY: build test unit lint release binaries demo clean fuzz bench image soak
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -115,3 +115,17 @@ bench: build
 	$(BENCH_ENV) CMA_BENCH_RESULTS=bin/bench/results.json CMA_BENCH_RACE_RESULTS=bin/bench/race.json \
 	  CMA_BENCH_DOC=docs/benchmarks.md CMA_BENCH_CHART=docs/benchmarks-step-latency.svg \
 	  go test ./test/bench/ -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $(BENCH_TIMEOUT)
+
+## soak: the invariant soak (test/soak, issue 13): random rollout operations and faults (promote,
+## abort, undo, GitOps prunes, pod deletions, Rollouts-controller and plugin kills, leader
+## SIGKILL, apiserver restarts and throttling) against the real control plane, the real Argo
+## Rollouts controller with the step plugin and the controller mode (2 replicas), invariants
+## checked every second. Writes docs/soak.md. SOAK_DURATION (default 10m), SOAK_SEED (default: the time; replay with it),
+## SOAK_ROLLOUTS (workloads, default 5). `make test` runs it for 60 s (report in bin/soak/).
+SOAK_DURATION ?= 10m
+SOAK_SEED ?= $(shell date +%s)
+SOAK_ROLLOUTS ?= 5
+SOAK_REPORT ?= $(abspath docs/soak.md)
+soak: binaries
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) SOAK_ROLLOUTS=$(SOAK_ROLLOUTS) SOAK_REPORT=$(SOAK_REPORT) \
+	  go test ./test/soak/ -run '^TestSoak$$' -count=1 -v -timeout 90m
