@@ -61,9 +61,12 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 	opCounts, faultCounts := map[string]int{}, map[string]int{}
 	errCount := 0
 	for _, o := range s.ops {
-		if o.Fault {
+		switch {
+		case o.Fault:
 			faultCounts[o.Kind]++
-		} else {
+		case strings.HasPrefix(o.Detail, "deferred"):
+			opCounts[o.Kind+" (deferred: not applied)"]++
+		default:
 			opCounts[o.Kind]++
 		}
 		if o.Err != "" {
@@ -154,7 +157,7 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 		p("None.")
 	}
 	for i, v := range s.violations {
-		p("### %d. invariant %d at +%.1fs, after %d operations (seed %d)", i+1, v.Invariant, v.At.Seconds(), v.AfterOps, s.seed)
+		p("### %d. invariant %d at +%.1fs, after %d logged operations (seed %d)", i+1, v.Invariant, v.At.Seconds(), v.AfterOps, s.seed)
 		p("")
 		p("%s", v.Message)
 		p("")
