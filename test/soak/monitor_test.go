@@ -90,6 +90,7 @@ type monitor struct {
 		at  time.Duration // since start
 	}
 	closedWindows  []time.Duration
+	collected      []time.Duration // owners gone → collected (1 s resolution)
 	ticks, skipped int
 
 	// reaction times, from the watches
@@ -412,9 +413,10 @@ func (m *monitor) tick() error {
 		}
 	}
 	m.mu.Lock()
-	for k := range m.orphaned {
+	for k, w := range m.orphaned {
 		if snap.objs[k] == nil {
 			delete(m.orphaned, k)
+			m.collected = append(m.collected, m.s.effective(w.from, now))
 		}
 	}
 	for k := range m.missing {

