@@ -181,6 +181,8 @@ controller:
   stepPlugins:
     - name: configmap-attacher/configmap-attacher
       location: file:///home/argo-rollouts/plugins/configmap-attacher
+      # Owner references only on objects labelled configmap-attacher/revisioned=true.
+      args: ["--require-opt-in", "--opt-in-selector", "configmap-attacher/revisioned=true"]
   initContainers:
     - name: install-configmap-attacher
       image: {{.Image}}@{{.Digest}}
@@ -223,6 +225,7 @@ stepPlugins: |-
   - name: configmap-attacher/configmap-attacher
     location: {{$.DownloadURL}}{{.Name}}
     sha256: "{{.SHA256}}"
+    args: ["--require-opt-in", "--opt-in-selector", "configmap-attacher/revisioned=true"]
 ` + "```" + `
 {{end}}
 ## Checksums

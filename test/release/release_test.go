@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,7 @@ func TestReleaseReproducible(t *testing.T) {
 // digest with install-plugin and a file:// location into the shared volume.
 func checkInstallMD(t *testing.T, md string, sums map[string]string, digest string) {
 	t.Helper()
+	wantArgs := []string{"--require-opt-in", "--opt-in-selector", "configmap-attacher/revisioned=true"}
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(md, -1)
 	seen := map[string]bool{}
 	values := false
@@ -89,12 +91,18 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 			continue
 		}
 		if sp, ok := doc["stepPlugins"].(string); ok {
-			var entries []struct{ Name, Location, SHA256 string }
+			var entries []struct {
+				Name, Location, SHA256 string
+				Args                   []string
+			}
 			if err := yaml.Unmarshal([]byte(sp), &entries); err != nil || len(entries) != 1 {
 				t.Errorf("install.md: stepPlugins %q: %v", sp, err)
 				continue
 			}
 			e := entries[0]
+			if !slices.Equal(e.Args, wantArgs) {
+				t.Errorf("install.md: entry args %q, want the policy args %q", e.Args, wantArgs)
+			}
 			asset := e.Location[strings.LastIndex(e.Location, "/")+1:]
 			if e.Name != "configmap-attacher/configmap-attacher" || sums[asset] == "" || e.SHA256 != sums[asset] ||
 				e.Location != "https://github.com/configmap-attacher/configmap-attacher/releases/download/"+version+"/"+asset {
@@ -106,7 +114,10 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 			values = true
 			b, _ := yaml.Marshal(c)
 			var v struct {
-				StepPlugins    []struct{ Name, Location string } `json:"stepPlugins"`
+				StepPlugins []struct {
+					Name, Location string
+					Args           []string
+				} `json:"stepPlugins"`
 				InitContainers []struct {
 					Image string
 					Args  []string
@@ -119,6 +130,9 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 			}
 			if ic := v.InitContainers[0]; ic.Image != image+"@"+digest || strings.Join(ic.Args, " ") != "install-plugin /plugins" {
 				t.Errorf("install.md: initContainer %+v, want %s@%s with install-plugin /plugins", ic, image, digest)
+			}
+			if !slices.Equal(v.StepPlugins[0].Args, wantArgs) {
+				t.Errorf("install.md: chart values args %q, want %q", v.StepPlugins[0].Args, wantArgs)
 			}
 			if v.StepPlugins[0].Location != "file://"+v.VolumeMounts[0].MountPath+"/configmap-attacher" {
 				t.Errorf("install.md: location %s, want the controller's mount %s", v.StepPlugins[0].Location, v.VolumeMounts[0].MountPath)
