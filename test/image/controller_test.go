@@ -32,6 +32,7 @@ type helmValues struct {
 		StepPlugins []struct {
 			Name     string
 			Location string
+			Args     []string
 		} `json:"stepPlugins"`
 		InitContainers []corev1.Container   `json:"initContainers"`
 		Volumes        []corev1.Volume      `json:"volumes"`
@@ -110,7 +111,8 @@ func TestInstallImageUnderController(t *testing.T) {
 	cs := c.Client(t)
 	kubelet := e2e.StartFakeKubelet(cs)
 	t.Cleanup(kubelet.Stop)
-	ctl, err := e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: pluginPath})
+	// The example's plugin args too (its opt-in policy: the ConfigMaps below carry the label).
+	ctl, err := e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: pluginPath, PluginArgs: sp.Args})
 	if err != nil {
 		if errors.Is(err, cluster.ErrUnavailable) {
 			cluster.SkipOrFail(t, err)
@@ -133,7 +135,8 @@ func TestInstallImageUnderController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for rev := 1; rev <= 2; rev++ {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-config-%d", rev)}, Data: map[string]string{"rev": fmt.Sprint(rev)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-config-%d", rev),
+			Labels: map[string]string{"configmap-attacher/revisioned": "true"}}, Data: map[string]string{"rev": fmt.Sprint(rev)}}
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
