@@ -758,6 +758,17 @@ func (c *Controller) lead(ctx context.Context) {
 	}()
 	n := c.enqueueAll()
 	c.log.WithField("objects", n).Info("full reconcile queued")
+	if c.cfg.FreeMemoryAfterSync {
+		// The first full reconcile is the other allocation peak: return it once it drains.
+		go func() {
+			_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
+				return c.queue.Len() == 0, nil
+			})
+			if ctx.Err() == nil {
+				debug.FreeOSMemory()
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < c.cfg.Workers; i++ {
 		wg.Add(1)
