@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -274,22 +275,25 @@ func (c *Controller) compactReplicaSet(obj any) (any, error) {
 	return out, nil
 }
 
-// compactMetadata is the ConfigMap and Secret caches' transform: identity and deletion
-// timestamp always (existence is what the lost gauge needs), labels and owner references
-// only of opted-in objects. managedFields and annotations go (kubectl's
-// last-applied-configuration annotation of a Secret carries its data).
+// compactMetadata is the ConfigMap and Secret caches' transform: a cachedObject with the
+// name, namespace, resourceVersion (after a relist the informer tells an update from a resync
+// by it), whether it is being deleted, and, for opted-in objects only, its owners' UIDs.
+// Everything else goes: managedFields, labels, annotations (kubectl's
+// last-applied-configuration annotation of a Secret carries its data). Unlabelled objects are
+// cached for their existence alone (the lost gauge).
 func (c *Controller) compactMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return obj, nil
+		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
-	// The resourceVersion stays: after a relist the informer tells an update from a resync by
-	// it. The UID goes: nothing here needs an object's own UID.
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp,
-	}}
-	if c.cfg.Selector.Matches(labels.Set(m.Labels)) {
-		out.Labels, out.OwnerReferences = m.Labels, m.OwnerReferences
+	out := &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
+		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
+	if out.OptedIn && len(m.OwnerReferences) > 0 {
+		out.RSOwned = hasReplicaSetOwner(m.OwnerReferences)
+		out.Owners = make([]types.UID, len(m.OwnerReferences))
+		for i, o := range m.OwnerReferences {
+			out.Owners[i] = o.UID
+		}
 	}
 	return out, nil
 }
@@ -338,7 +342,7 @@ func (c *Controller) scopeOf(ns string) *scope {
 }
 
 // object returns the cached metadata of an object (nil when it does not exist).
-func (c *Controller) object(k Key) *metav1.PartialObjectMetadata {
+func (c *Controller) object(k Key) *cachedObject {
 	sc := c.scopeOf(k.Namespace)
 	if sc == nil || sc.objs[k.Kind] == nil {
 		return nil
@@ -347,12 +351,12 @@ func (c *Controller) object(k Key) *metav1.PartialObjectMetadata {
 	if err != nil || !ok {
 		return nil
 	}
-	m, _ := item.(*metav1.PartialObjectMetadata)
+	m, _ := item.(*cachedObject)
 	return m
 }
 
-func (c *Controller) optedIn(m *metav1.PartialObjectMetadata) bool {
-	return m != nil && m.DeletionTimestamp == nil && c.cfg.Selector.Matches(labels.Set(m.Labels))
+func (c *Controller) optedIn(m *cachedObject) bool {
+	return m != nil && !m.Deleting && m.OptedIn
 }
 
 // enqueue queues k (leader only: a standby's queue stays empty; taking over enqueues
@@ -407,11 +411,11 @@ func controllerUID(owners []metav1.OwnerReference) types.UID {
 }
 
 func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler {
-	keyOf := func(obj any) (Key, *metav1.PartialObjectMetadata, bool) {
+	keyOf := func(obj any) (Key, *cachedObject, bool) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		m, ok := obj.(*metav1.PartialObjectMetadata)
+		m, ok := obj.(*cachedObject)
 		if !ok {
 			return Key{}, nil, false
 		}
@@ -429,10 +433,10 @@ func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler 
 			if !ok || !ok2 {
 				return
 			}
-			c.settle(k, n.OwnerReferences)
+			c.settle(k, n.Owners)
 			// Gaining the label is adoption; an owner list that changed may have lost one of
 			// ours (only the garbage collector removes references, and only dangling ones).
-			if c.optedIn(n) && (!c.optedIn(o) || !sameOwners(o.OwnerReferences, n.OwnerReferences)) {
+			if c.optedIn(n) && (!c.optedIn(o) || !slices.Equal(o.Owners, n.Owners)) {
 				c.enqueue(k, !c.optedIn(o))
 			}
 		},
@@ -447,28 +451,16 @@ func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler 
 	}
 }
 
-func sameOwners(a, b []metav1.OwnerReference) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].UID != b[i].UID {
-			return false
-		}
-	}
-	return true
-}
-
 // settle drops the pending references the cache now shows.
-func (c *Controller) settle(k Key, owners []metav1.OwnerReference) {
+func (c *Controller) settle(k Key, owners []types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pending[k]
 	if !ok {
 		return
 	}
-	for _, o := range owners {
-		delete(p.uids, o.UID)
+	for _, uid := range owners {
+		delete(p.uids, uid)
 	}
 	if len(p.uids) == 0 {
 		delete(c.pending, k)
@@ -477,18 +469,21 @@ func (c *Controller) settle(k Key, owners []metav1.OwnerReference) {
 
 // ownersWithPending is the object's owner list plus the references we wrote that the cache
 // does not show yet (expired after pendingTTL, so a reference someone removed is re-added).
-func (c *Controller) ownersWithPending(k Key, owners []metav1.OwnerReference) []metav1.OwnerReference {
+func (c *Controller) ownersWithPending(k Key, owners []types.UID) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(owners))
+	for _, uid := range owners {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pending[k]
 	if !ok {
-		return owners
+		return out
 	}
 	if time.Since(p.at) > pendingTTL {
 		delete(c.pending, k)
-		return owners
+		return out
 	}
-	out := append([]metav1.OwnerReference(nil), owners...)
 	for uid := range p.uids {
 		out = append(out, metav1.OwnerReference{UID: uid})
 	}
@@ -563,7 +558,7 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		return "noop", nil
 	}
 	rss, refs := c.replicaSetsOf(k)
-	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.OwnerReferences), rss, refs)
+	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.Owners), rss, refs)
 	if len(missing) == 0 {
 		c.reacted(k, false)
 		return "noop", nil
@@ -878,7 +873,7 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 				continue
 			}
 			m := c.object(k)
-			if !c.optedIn(m) || hasReplicaSetOwner(m.OwnerReferences) || !anyLive(idx, byRef, v) {
+			if !c.optedIn(m) || m.RSOwned || !anyLive(idx, byRef, v) {
 				continue
 			}
 			unowned[k.Namespace]++

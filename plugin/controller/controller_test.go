@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -447,14 +448,20 @@ func TestTransforms(t *testing.T) {
 	if len(out.(*cachedReplicaSet).Refs) != 0 {
 		t.Errorf("references kept for a ReplicaSet of another controller")
 	}
-	m, _ := c.compactMetadata(meta("Secret", "s", optIn))
-	pm := m.(*metav1.PartialObjectMetadata)
-	if pm.ManagedFields != nil || pm.Annotations != nil || pm.Labels[plugin.DefaultDiscoverLabel] != "true" {
-		t.Errorf("metadata transform: %+v", pm.ObjectMeta)
+	m, _ := c.compactMetadata(meta("Secret", "s", optIn, ownerOf(r)))
+	co := m.(*cachedObject)
+	if !co.OptedIn || !co.RSOwned || len(co.Owners) != 1 || co.Owners[0] != r.UID || co.Name != "s" || co.Namespace != ns {
+		t.Errorf("metadata transform: %+v", co)
 	}
-	m, _ = c.compactMetadata(meta("Secret", "u", map[string]string{"team": "x"}))
-	if pm := m.(*metav1.PartialObjectMetadata); pm.Labels != nil || pm.Name != "u" {
-		t.Errorf("metadata transform of an unlabelled object: %+v", pm.ObjectMeta)
+	if again, _ := c.compactMetadata(co); again != co {
+		t.Error("the metadata transform is not idempotent")
+	}
+	m, _ = c.compactMetadata(meta("Secret", "u", map[string]string{"team": "x"}, ownerOf(r)))
+	if co := m.(*cachedObject); co.OptedIn || co.Owners != nil || co.Name != "u" {
+		t.Errorf("metadata transform of an unlabelled object: %+v", co)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(co); err != nil || key != ns+"/s" {
+		t.Errorf("store key %q, %v", key, err)
 	}
 }
 
