@@ -54,7 +54,15 @@ lint:
 ## argo-rollouts-config entry per linux arch with its real sha256, the argo-helm values, the
 ## image by digest). Binaries are reproducible: -trimpath, -buildvcs=false, no timestamps.
 release: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-release:
+release: release-binaries
+	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
+	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a)) \
+	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
+	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO)
+
+## release-binaries: only the static binaries of PLATFORMS and dist/checksums.txt.
+.PHONY: release-binaries
+release-binaries:
 	rm -rf dist && mkdir -p dist
 	for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
@@ -62,10 +70,6 @@ release:
 	    -o dist/configmap-attacher-$$os-$$arch . || exit 1; \
 	done
 	cd dist && sha256sum configmap-attacher-* > checksums.txt && cat checksums.txt
-	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
-	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a)) \
-	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
-	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO)
 
 clean:
 	rm -rf bin dist
