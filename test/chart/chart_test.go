@@ -180,6 +180,10 @@ var combos = []struct {
 			get(d, "spec", "template", "spec", "containers", 0, "image") != "ghcr.io/configmap-attacher/configmap-attacher:v0.1.0" {
 			t.Errorf("Deployment: replicas, security context, probes or image wrong: %v", d)
 		}
+		if env := get(d, "spec", "template", "spec", "containers", 0, "env", 1); get(env, "name") != "GOMEMLIMIT" ||
+			get(env, "valueFrom", "resourceFieldRef", "resource") != "limits.memory" {
+			t.Errorf("env[1] %v, want GOMEMLIMIT from limits.memory", env)
+		}
 		for _, k := range []string{"PodDisruptionBudget " + releaseNS + "/rel-configmap-attacher", "Service " + releaseNS + "/rel-configmap-attacher-metrics"} {
 			if !slices.Contains(keys(objs), k) {
 				t.Errorf("no %s in %v", k, keys(objs))

@@ -133,8 +133,13 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 	args := append(slices.Clone(ctr.Args), "-kubeconfig", kubeconfig)
 	env := []string{"POD_NAMESPACE=" + ns} // the Deployment's fieldRef
 	for _, e := range ctr.Env {
-		if e.Name != "POD_NAMESPACE" && e.ValueFrom == nil {
+		switch {
+		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, ctr.Resources.Limits.Memory().Value())) // what the kubelet sets
+		case e.Name != "POD_NAMESPACE":
+			t.Fatalf("env %s: a source this test does not emulate: %+v", e.Name, e.ValueFrom)
 		}
 	}
 	logPath := filepath.Join(c.Dir, "chart-controller.log")
