@@ -103,6 +103,11 @@ type monitor struct {
 type reaction struct {
 	d         time.Duration
 	throttled bool
+	what      string
+	at        time.Duration // since start
+	// nearRestart: within 35 s after an apiserver restart, when client-go's reflectors (the
+	// controller mode's and this watch's) may still be backing off.
+	nearRestart bool
 }
 
 func newMonitor(s *soak) *monitor {
@@ -141,7 +146,6 @@ func (m *monitor) watch(stop <-chan struct{}) {
 					m.objAdded[x.key()] = time.Now()
 				}
 				m.mu.Unlock()
-				m.ownersAdded(x, nil)
 			},
 			UpdateFunc: func(o, n any) {
 				a, b := conv(o), conv(n)
@@ -221,7 +225,9 @@ func (m *monitor) ownersAdded(x *obj, before []metav1.OwnerReference) {
 		if m.s.overlapDown(t0, now) > 0 {
 			continue
 		}
-		m.reactions = append(m.reactions, reaction{d: now.Sub(t0), throttled: m.s.throttledAt(t0)})
+		m.reactions = append(m.reactions, reaction{d: now.Sub(t0), throttled: m.s.throttledAt(t0),
+			nearRestart: m.s.overlapDown(t0.Add(-35*time.Second), now) > 0,
+			what:        x.key() + " <- ReplicaSet " + r.Name, at: t0.Sub(m.s.start)})
 	}
 }
 

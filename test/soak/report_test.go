@@ -48,7 +48,7 @@ func sumIv(ivs []interval, end time.Time) (total, longest time.Duration) {
 	return
 }
 
-// writeReport writes the Markdown report to path and the raw figures next to it (.json).
+// writeReport writes the Markdown report to path and the raw figures to bin/soak/<name>.json.
 func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,9 +74,12 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 			errCount++
 		}
 	}
-	var all, thr []time.Duration
+	var all, thr, away []time.Duration
 	for _, r := range m.reactions {
 		all = append(all, r.d)
+		if !r.nearRestart {
+			away = append(away, r.d)
+		}
 		if r.throttled {
 			thr = append(thr, r.d)
 		}
@@ -129,6 +132,17 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 	p("| longest unowned window (opted-in object referenced by a live ReplicaSet, no owner; apiserver downtime not counted) | %s%s |", ms(m.longest.d), longestWhere(m.longest.key, m.longest.at))
 	p("| unowned windows seen (closed) | %d, p99 %s |", len(m.closedWindows), ms(quantile(m.closedWindows, 0.99)))
 	p("| reaction time (ReplicaSet or object seen by a watch → the owner reference seen), all | %d samples, p50 %s, p99 %s, max %s |", len(all), ms(quantile(all, 0.5)), ms(quantile(all, 0.99)), ms(quantile(all, 1)))
+	p("| reaction time, not within 35 s after an apiserver restart (reflectors backing off) | %d samples, p50 %s, p99 %s, max %s |", len(away), ms(quantile(away, 0.5)), ms(quantile(away, 0.99)), ms(quantile(away, 1)))
+	slow := append([]reaction(nil), m.reactions...)
+	sort.Slice(slow, func(i, j int) bool { return slow[i].d > slow[j].d })
+	if len(slow) > 3 {
+		slow = slow[:3]
+	}
+	var slowest []string
+	for _, r := range slow {
+		slowest = append(slowest, fmt.Sprintf("%s (`%s`, from +%.1fs)", ms(r.d), r.what, r.at.Seconds()))
+	}
+	p("| slowest reactions | %s |", strings.Join(slowest, "; "))
 	p("| reaction time while the apiserver was throttling | %d samples, p50 %s, p99 %s |", len(thr), ms(quantile(thr, 0.5)), ms(quantile(thr, 0.99)))
 	p("| objects collected by the garbage collector once their owners were gone | %d, longest %s after the last owner went (1 s ticks) |", len(m.collected), ms(quantile(m.collected, 1)))
 	p("| apiserver out (restarts, incl. the throttling restarts) | %d times, %v in all, longest %v |", len(s.down), downTotal.Round(100*time.Millisecond), downLongest.Round(100*time.Millisecond))
@@ -213,7 +227,11 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 		"reactionP50": quantile(all, 0.5).String(), "reactionP99": quantile(all, 0.99).String(), "reactionSamples": len(all),
 		"exposureTotal": expTotal.String(), "exposureLongest": expLongest.String(), "deferred": s.deferred, "log": s.ops}
 	j, _ := json.MarshalIndent(raw, "", "  ")
-	return os.WriteFile(strings.TrimSuffix(path, filepath.Ext(path))+".json", j, 0o644)
+	jsonPath := filepath.Join(e2e.RepoRoot(), "bin", "soak", strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".json")
+	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(jsonPath, j, 0o644)
 }
 
 func workloadList(ws []*workload) string {
