@@ -267,10 +267,10 @@ func (s *soak) checkLeaks() {
 	if len(leaks) == 0 {
 		return
 	}
-	// Collected late: the garbage collector's own recovery after an apiserver restart (it
-	// pauses its workers while it rediscovers resources and resyncs its monitors, and retries
-	// what failed meanwhile with exponential backoff) when a restart fell within 90 s before
-	// the owners went or while it waited; otherwise a violation.
+	// Collected late: the garbage collector's own recovery after an apiserver restart (its
+	// discovery sees the API change: REST mapper reset, monitors resynced; what failed
+	// meanwhile is retried with per-item exponential backoff) when a restart fell within 90 s
+	// before the owners went or while it waited; otherwise a violation.
 	var pending []leak
 	for _, l := range leaks {
 		if l.collected.IsZero() {
