@@ -307,6 +307,7 @@ func TestSoak(t *testing.T) {
 		go r.supervise(stop)
 	}
 	s.start = time.Now()
+	s.observeLeader()
 	s.loop()
 	quiet := s.final()
 	close(stop)
