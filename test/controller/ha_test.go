@@ -124,6 +124,31 @@ func TestHighAvailabilityFailover(t *testing.T) {
 	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 2 {
 		t.Errorf("the new leader sent %v PATCH requests, want 2 (the gap's objects only)", n)
 	}
+
+	// A clean shutdown (SIGTERM, as on a rolling update) releases the Lease: a fresh standby
+	// takes over at its next retry, not after a lease duration.
+	third, err := startController(e.c.Dir, e.bin, "ha-c-"+ns, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(third.stop)
+	stopped := time.Now()
+	standby.stop()
+	if code := standby.exitCode; code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	eventually(t, 2*lease, "the third replica leading", func() (bool, string) {
+		m, err := third.scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		takeover = time.Since(stopped)
+		return metric(m, prefix+"leader") == 1, ""
+	})
+	t.Logf("handover %v after SIGTERM (lease released)", takeover.Round(time.Millisecond))
+	if takeover > lease {
+		t.Errorf("handover after SIGTERM took %v: the lease was not released", takeover)
+	}
 }
 
 func resourceVersions(t *testing.T, kube kubernetes.Interface, ns string, n int) map[string]string {
