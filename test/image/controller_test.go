@@ -245,3 +245,43 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 		}
 	}
 }
+
+// TestExamplesAgree: examples/argo-rollouts-config.yaml (no Helm) registers the plugin exactly
+// as examples/helm-values.yaml does (the install TestInstallImageUnderController runs), and
+// neither example downloads anything or runs a shell.
+func TestExamplesAgree(t *testing.T) {
+	root := moduleRoot(t)
+	var v helmValues
+	var cm corev1.ConfigMap
+	for p, into := range map[string]any{"helm-values.yaml": &v, "argo-rollouts-config.yaml": &cm} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, into); err != nil {
+			t.Fatalf("examples/%s: %v", p, err)
+		}
+		var code []string // the lines that are not comments
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				code = append(code, l)
+			}
+		}
+		for _, bad := range []string{"curl", "wget", "sh -c", `"sh"`, "sha256sum"} {
+			if strings.Contains(strings.Join(code, "\n"), bad) {
+				t.Errorf("examples/%s mentions %q: the install must not download or need a shell", p, bad)
+			}
+		}
+	}
+	var entries []struct {
+		Name, Location string
+		Args           []string
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["stepPlugins"]), &entries); err != nil || len(entries) != 1 || len(v.Controller.StepPlugins) != 1 {
+		t.Fatalf("stepPlugins: %v %+v %+v", err, entries, v.Controller.StepPlugins)
+	}
+	e, h := entries[0], v.Controller.StepPlugins[0]
+	if e.Name != h.Name || e.Location != h.Location || !slices.Equal(e.Args, h.Args) {
+		t.Errorf("argo-rollouts-config.yaml registers %+v, helm-values.yaml %+v", e, h)
+	}
+}
