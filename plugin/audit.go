@@ -216,6 +216,7 @@ func (a *Auditor) attacher() *Attacher {
 
 // objMeta is what audit keeps of a ConfigMap or Secret: never its data.
 type objMeta struct {
+	uid    types.UID
 	labels map[string]string
 	owners []metav1.OwnerReference
 }
@@ -424,7 +425,7 @@ func (a *Auditor) readNamespace(ctx context.Context, ns string) (*nsSnapshot, er
 			return nil, err
 		}
 		for _, m := range metas {
-			snap.objects[Object{kind, m.Name}] = objMeta{labels: m.Labels, owners: m.OwnerReferences}
+			snap.objects[Object{kind, m.Name}] = objMeta{uid: m.UID, labels: m.Labels, owners: m.OwnerReferences}
 		}
 	}
 	return snap, nil
@@ -710,7 +711,10 @@ func (a *Auditor) auditWorkload(aw auditedWorkload, werr error, snap *nsSnapshot
 			}
 			add := byObj[o]
 			if add == nil {
-				add = &Candidate{Object: o, Labels: m.labels, Owners: m.owners}
+				// The snapshot may be seconds old by the time -fix writes: the UID guards against a
+				// recreated object, and an object with no ReplicaSet owner yet has its new owners
+				// confirmed first.
+				add = &Candidate{Object: o, UID: m.uid, Labels: m.labels, Owners: m.owners, VerifyOwners: !hasReplicaSetOwner(m.owners)}
 				byObj[o] = add
 			}
 			for _, rs := range missing {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -73,11 +74,15 @@ type Skip struct {
 
 // Write is one object's patch: every ReplicaSet it gets as owner, in one request.
 type Write struct {
-	Object      Object
+	Object Object
+	// ObjectUID, when set, is the object's UID as read: the patch carries it as a precondition.
+	ObjectUID   types.UID
 	ReplicaSets []*appsv1.ReplicaSet
 	// Listed marks an object of the explicit list: its problems decide the verdict; those of
 	// objects found by discovery are warnings.
 	Listed bool
+	// verify: confirm the ReplicaSets with a live read first (Candidate.VerifyOwners).
+	verify bool
 }
 
 // Names lists the owners' names.
@@ -416,7 +421,7 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 				w.ReplicaSets = MissingOwners(o, m.Owners, w.ReplicaSets, nil)
 				continue
 			}
-			cands = append(cands, Candidate{Object: o, Labels: m.Labels, Owners: m.Owners, ReplicaSets: rss})
+			cands = append(cands, Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners, ReplicaSets: rss})
 		}
 	}
 	ws, owned := planAdoption(cands, req.Policy, cache)
@@ -431,10 +436,18 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 // data) and the ReplicaSets that may become its owners (only those whose pod template
 // references it, and only live ones, do).
 type Candidate struct {
-	Object      Object
-	Labels      map[string]string
-	Owners      []metav1.OwnerReference
+	Object Object
+	// UID is the object's UID as read (empty: unknown); the patch carries it as a precondition.
+	UID    types.UID
+	Labels map[string]string
+	Owners []metav1.OwnerReference
+	// ReplicaSets may become owners; Refs, when set, are their references in the same order
+	// (a caller that keeps only references, not templates, passes them).
 	ReplicaSets []*appsv1.ReplicaSet
+	Refs        []References
+	// VerifyOwners: the caller's view may be stale and the object has no ReplicaSet owner yet:
+	// confirm with a live read that each ReplicaSet still exists before adding it.
+	VerifyOwners bool
 }
 
 // refCache holds each ReplicaSet's references, so a template is walked once per run.
@@ -460,15 +473,20 @@ func planAdoption(cands []Candidate, policy Policy, cache refCache) ([]Write, in
 		if policy.RequireOptIn && !policy.optIn().Matches(labels.Set(c.Labels)) {
 			continue
 		}
-		refs := make([]References, len(c.ReplicaSets))
+		refs := c.Refs
+		if len(refs) != len(c.ReplicaSets) {
+			refs = make([]References, len(c.ReplicaSets))
+			for i, rs := range c.ReplicaSets {
+				refs[i] = cache.of(rs)
+			}
+		}
 		used := false
 		for i, rs := range c.ReplicaSets {
-			refs[i] = cache.of(rs)
 			used = used || (Live(rs) && refs[i].Has(c.Object))
 		}
 		switch missing := MissingOwners(c.Object, c.Owners, c.ReplicaSets, refs); {
 		case len(missing) > 0:
-			ws = append(ws, Write{Object: c.Object, ReplicaSets: missing})
+			ws = append(ws, Write{Object: c.Object, ObjectUID: c.UID, ReplicaSets: missing, verify: c.VerifyOwners})
 		case used:
 			owned++
 		}
@@ -569,7 +587,16 @@ func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcom
 			if ctx.Err() != nil {
 				return nil // abandoned after a transient failure; out.transient says why
 			}
-			err := a.safePatch(ctx, ns, w)
+			var err error
+			if w.verify {
+				// A stale view: keep only the ReplicaSets a live read still shows.
+				if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
+					err = errAllGone
+				}
+			}
+			if err == nil {
+				err = a.safePatch(ctx, ns, w)
+			}
 			if err != nil && isNotFound(err) && w.Listed {
 				err = a.awaitCreation(ctx, ns, w)
 			}
@@ -616,6 +643,8 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 		// Cancelled by a sibling's transient failure: already reported.
 	case err == nil:
 		o.added = append(o.added, w)
+	case IsAllGone(err):
+		// Nothing to add: the view was stale. Not a problem of the object.
 	case !w.Listed:
 		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
 		msg := fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
@@ -650,8 +679,15 @@ func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) (err error
 			err = fmt.Errorf("internal error patching %s: %v", w.Object, r)
 		}
 	}()
-	return a.AddOwners(ctx, ns, w.Object, w.ReplicaSets)
+	return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
 }
+
+// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
+// stale); nothing is written, and the caller's view catches up.
+var errAllGone = errors.New("every ReplicaSet to add is gone")
+
+// IsAllGone reports a write skipped because its ReplicaSets no longer exist.
+func IsAllGone(err error) bool { return errors.Is(err, errAllGone) }
 
 // err turns the outcome into the verdict: nil when every listed object is attached, a
 // *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the

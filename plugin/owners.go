@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +63,13 @@ func resourceOf(k Kind) schema.GroupVersionResource {
 // resourceVersion as it was. The entry carries only the identifying fields: `controller` is
 // left out (false is its default), so an entry already there with the same UID — the original
 // tool's `controller: true` — keeps every field it has.
-func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte {
+func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte { return ownerPatchFor("", rss) }
+
+// ownerPatchFor is OwnerPatch with the object's UID as a precondition when uid is set: the
+// apiserver refuses the patch (422, metadata.uid is immutable) if the name now belongs to
+// another object (deleted and recreated since it was read), as the garbage collector's own
+// patches do.
+func ownerPatchFor(uid types.UID, rss []*appsv1.ReplicaSet) []byte {
 	type ref struct {
 		APIVersion string    `json:"apiVersion"`
 		Kind       string    `json:"kind"`
@@ -71,7 +80,11 @@ func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte {
 	for _, rs := range rss {
 		refs = append(refs, ref{"apps/v1", "ReplicaSet", rs.Name, rs.UID})
 	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}}) // cannot fail: fixed types
+	meta := map[string]any{"ownerReferences": refs}
+	if uid != "" {
+		meta["uid"] = uid
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": meta}) // cannot fail: fixed types
 	return b
 }
 
@@ -131,6 +144,7 @@ func (a *Attacher) call(ctx context.Context, f func(context.Context) error) erro
 
 // objectMeta is what the core keeps of a ConfigMap or Secret: never its data.
 type objectMeta struct {
+	UID    types.UID
 	Labels map[string]string
 	Owners []metav1.OwnerReference
 }
@@ -146,7 +160,7 @@ func (a *Attacher) listMeta(ctx context.Context, ns string, k Kind, sel labels.S
 		}
 		clear(out)
 		for _, it := range l.Items {
-			out[it.Name] = objectMeta{Labels: it.Labels, Owners: it.OwnerReferences}
+			out[it.Name] = objectMeta{UID: it.UID, Labels: it.Labels, Owners: it.OwnerReferences}
 		}
 		return nil
 	})
@@ -162,7 +176,7 @@ func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMet
 	err := a.call(ctx, func(ctx context.Context) error {
 		obj, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
 		if err == nil {
-			m = &objectMeta{Labels: obj.Labels, Owners: obj.OwnerReferences}
+			m = &objectMeta{UID: obj.UID, Labels: obj.Labels, Owners: obj.OwnerReferences}
 		}
 		return err
 	})
@@ -183,9 +197,10 @@ func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
 	return fmt.Errorf("%s %s in namespace %s: %w", verb, res, ns, err)
 }
 
-// patchOwners sends one patch adding every ReplicaSet in rss as an owner of o.
-func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, rss []*appsv1.ReplicaSet) error {
-	patch := OwnerPatch(rss...)
+// patchOwners sends one patch adding every ReplicaSet in rss as an owner of o (uid, when set,
+// is o's UID as a precondition).
+func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
+	patch := ownerPatchFor(uid, rss)
 	return a.call(ctx, func(ctx context.Context) error {
 		_, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil && isTransient(err) {
@@ -198,6 +213,10 @@ func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, rss []*
 // AddOwners is the write of every mode: one add-only patch that makes each live ReplicaSet
 // in rss an owner of o (ReplicaSets being deleted are dropped; nothing to add is no request).
 func (a *Attacher) AddOwners(ctx context.Context, ns string, o Object, rss []*appsv1.ReplicaSet) error {
+	return a.addOwners(ctx, ns, o, "", rss)
+}
+
+func (a *Attacher) addOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
 	var live []*appsv1.ReplicaSet
 	for _, rs := range rss {
 		if Live(rs) {
@@ -207,5 +226,38 @@ func (a *Attacher) AddOwners(ctx context.Context, ns string, o Object, rss []*ap
 	if len(live) == 0 {
 		return nil
 	}
-	return a.patchOwners(ctx, ns, o, live)
+	return a.patchOwners(ctx, ns, o, uid, live)
+}
+
+// IsReplaced reports the answer to a patch whose UID precondition failed: the name now belongs
+// to another object than the one read (deleted and recreated in between).
+func IsReplaced(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(apiMessage(err), "metadata.uid")
+}
+
+// existing keeps the ReplicaSets that a live read shows still exist with the same UID and no
+// deletionTimestamp. A caller whose view may be stale (the controller's caches, audit's
+// snapshot) confirms the owners of an object that has no ReplicaSet owner yet: if every
+// ReplicaSet it adds were already gone, the garbage collector would find only dangling owners
+// and delete the object, although a ReplicaSet the view does not show yet may use it. One
+// list per ReplicaSet, by name (list is in every mode's RBAC, get is not).
+func (a *Attacher) existing(ctx context.Context, ns string, rss []*appsv1.ReplicaSet) ([]*appsv1.ReplicaSet, error) {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		var l *appsv1.ReplicaSetList
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rs.Name})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("confirming ReplicaSet %s in namespace %s: %w", rs.Name, ns, err)
+		}
+		for i := range l.Items {
+			if l.Items[i].UID == rs.UID && Live(&l.Items[i]) {
+				out = append(out, rs)
+			}
+		}
+	}
+	return out, nil
 }

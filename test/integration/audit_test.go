@@ -219,8 +219,11 @@ func TestAudit(t *testing.T) {
 	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev2,web-rev1; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
 		t.Errorf("added %q, want %q", strings.Join(added, "; "), w)
 	}
-	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5 {
-		t.Errorf("patches %d, want 3 and a list of each kind before and after (%s)", n, counter)
+	// 3 patches, a list of each kind before and after, and for the two objects without a
+	// ReplicaSet owner (cfg-shared, sec-named) one list by name per new owner (3), which confirms
+	// it still exists before the patch makes it the object's only kind of owner.
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+3 {
+		t.Errorf("patches %d, want 3, a list of each kind before and after, and 3 confirmations (%s)", n, counter)
 	}
 	// The report is the state after the fix.
 	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 0 || s.Stray != 1 || s.Legacy != 2 || s.Unowned != 1 || s.Lost != 1 {
