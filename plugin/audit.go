@@ -1336,8 +1336,8 @@ func (c *AuditCLI) Main(args []string) int {
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
-		case sel.Empty():
-			problems = append(problems, fmt.Sprintf("-selector %q selects everything: give a label such as %s=true", o.selector, DefaultDiscoverLabel))
+		case !Positive(sel):
+			problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, NotPositive))
 		}
 	}
 	kinds, kindProblems := ParseWorkloads(o.workloads)

@@ -172,8 +172,8 @@ func (o *cliOptions) config(rest []string) (Config, []string) {
 				problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
 			} else {
 				cfg.Discover.Selector = sel
-				if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && s.Empty() {
-					problems = append(problems, fmt.Sprintf("-selector %q selects everything: give a label such as %s=true", o.selector, DefaultDiscoverLabel))
+				if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && !Positive(s) {
+					problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, NotPositive))
 				}
 			}
 		}
@@ -191,8 +191,8 @@ func (o *cliOptions) config(rest []string) (Config, []string) {
 	o.policy = Policy{RequireOptIn: o.requireOptIn}
 	if sel, err := labels.Parse(o.optInSelector); err != nil {
 		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
-	} else if sel.Empty() {
-		problems = append(problems, fmt.Sprintf("-opt-in-selector %q selects everything: give a label such as %s=true", o.optInSelector, DefaultDiscoverLabel))
+	} else if !Positive(sel) {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q %s", o.optInSelector, NotPositive))
 	} else {
 		o.policy.OptIn = sel
 	}

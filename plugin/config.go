@@ -259,6 +259,8 @@ func (c *Config) validate() []string {
 			problems = append(problems, fmt.Sprintf("discover.selector: %v", err))
 		case sel.Empty():
 			problems = append(problems, `discover.selector is empty: it would adopt every ConfigMap and Secret the templates use, including static and shared ones; write discover: {} for the default label `+DefaultDiscoverLabel+`=true, or give matchLabels`)
+		case !Positive(sel):
+			problems = append(problems, fmt.Sprintf("discover.selector %q has no label objects must carry: it would adopt every ConfigMap and Secret the templates use that lacks a label, static and shared ones included; give matchLabels, or an Exists or In expression", sel))
 		}
 	}
 	if n := len(c.ConfigMaps) + len(c.Secrets); n > MaxObjects {

@@ -33,7 +33,7 @@ type Policy struct {
 }
 
 func (p Policy) optIn() labels.Selector {
-	if p.OptIn == nil || p.OptIn.Empty() {
+	if !Positive(p.OptIn) {
 		return OptInSelector()
 	}
 	return p.OptIn

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	appsv1 "k8s.io/api/apps/v1"
@@ -366,5 +368,20 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	// Without the policy (audit -fix decides candidacy itself), plain is adopted too.
 	if _, err := a.Adopt(t.Context(), testNS, cands[1:], Policy{}, false); err != nil || len(owners(t, c, KindConfigMap, "plain")) != 1 {
 		t.Errorf("plain: %v %v", err, owners(t, c, KindConfigMap, "plain"))
+	}
+}
+
+func TestPositive(t *testing.T) {
+	for sel, want := range map[string]bool{"": false, "!a": false, "a!=b": false, "a notin (b)": false, "a": true, "a=b": true, "a in (b)": true, "!a,b=c": true} {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Positive(s) != want {
+			t.Errorf("Positive(%q) = %v, want %v", sel, !want, want)
+		}
+	}
+	if _, err := ParseConfig([]byte(`{"discover":{"selector":{"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]}}}`)); err == nil || !strings.Contains(err.Error(), "has no label objects must carry") {
+		t.Errorf("a DoesNotExist-only discover selector: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/selection"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -261,3 +263,25 @@ func (a *Attacher) existing(ctx context.Context, ns string, rss []*appsv1.Replic
 	}
 	return out, nil
 }
+
+// Positive reports whether an opt-in selector requires something an object must carry: at
+// least one requirement `key`, `key=value` or `key in (…)`. An empty selector matches every
+// object, and one made only of `!key`, `key!=v` or `key notin (…)` matches every object
+// without that label: either would adopt static and shared config, so every mode refuses
+// them.
+func Positive(sel labels.Selector) bool {
+	if sel == nil {
+		return false
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists:
+			return true
+		}
+	}
+	return false
+}
+
+// NotPositive is the message for a selector Positive refuses.
+const NotPositive = "selects every object without a given label (or everything): give a label objects must carry, such as " + DefaultDiscoverLabel + "=true"

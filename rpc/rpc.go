@@ -140,8 +140,8 @@ func ParseArgs(args []string, stderr io.Writer) (Options, error) {
 	}
 	if sel, err := labels.Parse(*optIn); err != nil {
 		problems = append(problems, fmt.Sprintf("--opt-in-selector %q: %v", *optIn, err))
-	} else if sel.Empty() {
-		problems = append(problems, fmt.Sprintf("--opt-in-selector %q selects everything: give a label such as %s=true", *optIn, plugin.DefaultDiscoverLabel))
+	} else if !plugin.Positive(sel) {
+		problems = append(problems, fmt.Sprintf("--opt-in-selector %q %s", *optIn, plugin.NotPositive))
 	} else {
 		o.Policy.OptIn = sel
 	}

@@ -611,7 +611,7 @@ func TestParseArgs(t *testing.T) {
 	}
 	// Every problem at once, in flag order.
 	_, err = rpc.ParseArgs([]string{"--qps", "0", "--burst", "0", "--opt-in-selector", ""}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--qps 0: must be positive; --burst 0: must be positive; --opt-in-selector \"\" selects everything") {
+	if err == nil || !strings.Contains(err.Error(), "--qps 0: must be positive; --burst 0: must be positive; --opt-in-selector \"\" selects every object without a given label") {
 		t.Errorf("all problems: %v", err)
 	}
 	for _, args := range [][]string{{"--qps", "-1"}, {"--qps", "0"}, {"--burst", "0"}, {"--concurrency", "0"}, {"--bogus"}, {"extra"}, {"--opt-in-selector", "a in (b"}} {

@@ -73,8 +73,10 @@ type cachedObject struct {
 	// Deleting: it has a deletionTimestamp. OptedIn: it matched the selector. RSOwned: an
 	// apps ReplicaSet is among its owners (opted-in objects only).
 	Deleting, OptedIn, RSOwned bool
-	// Owners are its owner references' UIDs (opted-in objects only).
+	// Owners are its owner references' UIDs, UID its own (opted-in objects only): the patch
+	// carries it as a precondition, and pending references are kept per UID.
 	Owners []types.UID
+	UID    types.UID
 }
 
 // GetObjectKind is required by runtime.Object.

@@ -167,8 +167,8 @@ func (c *command) validate(o *options, fs *flag.FlagSet) []string {
 	switch {
 	case err != nil:
 		problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
-	case sel.Empty():
-		problems = append(problems, fmt.Sprintf("-selector %q selects every ConfigMap and Secret: give a label such as %s=true (only opted-in objects may be touched)", o.selector, plugin.DefaultDiscoverLabel))
+	case !plugin.Positive(sel):
+		problems = append(problems, fmt.Sprintf("-selector %q %s (only opted-in objects may be touched)", o.selector, plugin.NotPositive))
 	default:
 		o.sel = sel
 	}

@@ -82,7 +82,7 @@ func TestFlagProblems(t *testing.T) {
 		`unexpected argument "extra"`,
 		`-namespaces: "Shop" is not a valid namespace name`,
 		`-namespaces: "a" is listed twice`,
-		`-selector "" selects every ConfigMap and Secret`,
+		`-selector "" selects every object without a given label`,
 		`-workloads: unknown kind "statefulsets"`,
 		`-leader-elect outside a cluster needs -leader-election-namespace`,
 		`-leader-election-lease-duration (5s) must be greater than -leader-election-renew-deadline (10s)`,
@@ -95,7 +95,7 @@ func TestFlagProblems(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 		}
 	}
-	for _, sel := range []string{"", " ", "!"} {
+	for _, sel := range []string{"", " ", "!", "!configmap-attacher/revisioned", "team!=a", "team notin (a)"} {
 		c, _, errb := testCommand(nil, true)
 		if code := c.main([]string{"-leader-elect=false", "-selector", sel}); code != plugin.ExitUsage {
 			t.Errorf("-selector %q: exit %d, want 2: %s", sel, code, errb.String())

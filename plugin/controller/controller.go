@@ -3,7 +3,7 @@
 // ReplicaSets controlled by an Argo Rollouts Rollout (any strategy, workloadRef included) or a
 // Deployment. It covers the paths the step never sees (first deploy, promote --full, fast
 // rollbacks, blueGreen, kubectl rollout undo) through the same core as the step: the
-// project's reference walker, plugin.MissingOwners and plugin.Attacher.AddOwners (one
+// project's reference walker, plugin.MissingOwners and plugin.Attacher.Adopt (one
 // add-only strategic merge patch, merged by UID, through the metadata client).
 //
 // Work is keyed by object (namespace/kind/name): one patch carries every live ReplicaSet that
@@ -157,6 +157,8 @@ type Controller struct {
 type pendingOwners struct {
 	uids map[types.UID]bool
 	at   time.Time
+	// object is the UID of the object they were written on.
+	object types.UID
 }
 
 // scope is the caches of one namespace (or of all).
@@ -170,7 +172,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Kube == nil || cfg.Meta == nil {
 		return nil, errors.New("controller: Kube and Meta clients are required")
 	}
-	if cfg.Selector == nil || cfg.Selector.Empty() {
+	if !plugin.Positive(cfg.Selector) {
 		return nil, errors.New("controller: an opt-in selector that selects less than everything is required")
 	}
 	if !cfg.Rollouts && !cfg.Deployments {
@@ -288,6 +290,9 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 	}
 	out := &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
 		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
+	if out.OptedIn {
+		out.UID = m.UID
+	}
 	if out.OptedIn && len(m.OwnerReferences) > 0 {
 		out.RSOwned = hasReplicaSetOwner(m.OwnerReferences)
 		out.Owners = make([]types.UID, len(m.OwnerReferences))
@@ -468,10 +473,11 @@ func (c *Controller) settle(k Key, owners []types.UID) {
 }
 
 // ownersWithPending is the object's owner list plus the references we wrote that the cache
-// does not show yet (expired after pendingTTL, so a reference someone removed is re-added).
-func (c *Controller) ownersWithPending(k Key, owners []types.UID) []metav1.OwnerReference {
-	out := make([]metav1.OwnerReference, 0, len(owners))
-	for _, uid := range owners {
+// does not show yet (expired after pendingTTL, so a reference someone removed is re-added;
+// dropped when the name now belongs to another object).
+func (c *Controller) ownersWithPending(k Key, m *cachedObject) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(m.Owners))
+	for _, uid := range m.Owners {
 		out = append(out, metav1.OwnerReference{UID: uid})
 	}
 	c.mu.Lock()
@@ -480,7 +486,7 @@ func (c *Controller) ownersWithPending(k Key, owners []types.UID) []metav1.Owner
 	if !ok {
 		return out
 	}
-	if time.Since(p.at) > pendingTTL {
+	if time.Since(p.at) > pendingTTL || p.object != m.UID {
 		delete(c.pending, k)
 		return out
 	}
@@ -490,18 +496,21 @@ func (c *Controller) ownersWithPending(k Key, owners []types.UID) []metav1.Owner
 	return out
 }
 
-func (c *Controller) markPending(k Key, rss []*appsv1.ReplicaSet) {
+func (c *Controller) markPending(k Key, object types.UID, rss []*appsv1.ReplicaSet) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	p, ok := c.pending[k]
-	if !ok {
-		p = pendingOwners{uids: map[types.UID]bool{}}
+	if !ok || p.object != object {
+		p = pendingOwners{uids: map[types.UID]bool{}, object: object}
 	}
 	p.at = time.Now()
 	for _, rs := range rss {
 		p.uids[rs.UID] = true
 	}
 	c.pending[k] = p
+	c.mu.Unlock()
+	// Look again once the pending references expire: if the cache never showed them (someone
+	// stripped the owner list meanwhile), the object must not wait for the next resync.
+	c.queue.AddAfter(k, pendingTTL+time.Second)
 }
 
 // reacted observes the reaction time of k's add event, if one is due.
@@ -558,7 +567,13 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		return "noop", nil
 	}
 	rss, refs := c.replicaSetsOf(k)
-	missing := plugin.MissingOwners(k.object(), c.ownersWithPending(k, m.Owners), rss, refs)
+	// The core's adoption stage, as audit -fix runs it: MissingOwners over the ReplicaSets that
+	// reference the object, one add-only patch with the object's UID as a precondition; an
+	// object no ReplicaSet owns yet has its new owners confirmed with a live read first (the
+	// caches may lag, and a deleted ReplicaSet as its only owner would get it collected).
+	cand := plugin.Candidate{Object: k.object(), UID: m.UID, Owners: c.ownersWithPending(k, m),
+		ReplicaSets: rss, Refs: refs, VerifyOwners: !m.RSOwned}
+	missing := plugin.MissingOwners(cand.Object, cand.Owners, rss, refs)
 	if len(missing) == 0 {
 		c.reacted(k, false)
 		return "noop", nil
@@ -572,21 +587,38 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
-	if err := c.attacher.AddOwners(rctx, k.Namespace, k.object(), missing); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Deleted since the cache saw it: nothing to own.
-			c.reacted(k, false)
-			return "noop", nil
-		}
+	// The controller decides candidacy itself (opted in, from its cache): no policy here.
+	res, err := c.attacher.Adopt(rctx, k.Namespace, []plugin.Candidate{cand}, plugin.Policy{}, false)
+	if err == nil && len(res.Errors) > 0 {
+		err = res.Errors[0].Err
+	}
+	switch {
+	case err != nil && apierrors.IsNotFound(err):
+		// Deleted since the cache saw it: nothing to own.
+		c.reacted(k, false)
+		return "noop", nil
+	case err != nil && plugin.IsReplaced(err):
+		// Deleted and recreated under the same name since the cache saw it: the cache's update
+		// brings the new object here again.
+		log.Info("the object was replaced since the cache saw it; it is reconciled again when the cache catches up")
+		c.reacted(k, false)
+		return "noop", nil
+	case err != nil:
 		if permanent(err) {
 			c.warn(k, missing, err)
 		}
 		return "error", fmt.Errorf("adding %s as owners of %s in namespace %s: %w", strings.Join(names(missing), ", "), k.object(), k.Namespace, err)
+	case len(res.Added) == 0:
+		// Every ReplicaSet to add is gone (the cache lagged): its delete event brings us back.
+		log.Info("the ReplicaSets to add no longer exist; nothing written")
+		c.reacted(k, false)
+		return "noop", nil
 	}
-	c.markPending(k, missing)
-	c.m.OwnerReferencesAdded.WithLabelValues(string(k.Kind)).Add(float64(len(missing)))
+	added := res.Added[0].ReplicaSets
+	c.markPending(k, m.UID, added)
+	c.m.OwnerReferencesAdded.WithLabelValues(string(k.Kind)).Add(float64(len(added)))
 	c.reacted(k, true)
-	log.Info("added the ReplicaSets as owners")
+	log.WithField("replicasets", names(added)).Info("added the ReplicaSets as owners")
 	return "patched", nil
 }
 
