@@ -9,5 +9,6 @@
 //
 // Environment: SOAK_DURATION (default 60s), SOAK_SEED (default 1), SOAK_ROLLOUTS (workloads,
 // default 5), SOAK_REPORT (default bin/soak/report.md), SOAK_BINARY (test a prebuilt binary,
-// e.g. a deliberately broken one, instead of building this tree).
+// e.g. a deliberately broken one, instead of building this tree), SOAK_NO_APISERVER_FAULTS=1 (a
+// control run without apiserver restarts and throttling).
 package soak

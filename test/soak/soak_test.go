@@ -93,9 +93,11 @@ type soak struct {
 	deferred    map[string]int
 	notes       []string
 	pruned      int
-	leaks       []leak
-	gcLeaks     []leak // the garbage collector's, not ours: collected late after an apiserver restart, or at once by a fresh kube-controller-manager
-	applies     int
+	// reactionHist: the controller mode's reaction_seconds buckets, last scrape per PID.
+	reactionHist map[int]map[string]float64
+	leaks        []leak
+	gcLeaks      []leak // the garbage collector's, not ours: collected late after an apiserver restart, or at once by a fresh kube-controller-manager
+	applies      int
 }
 
 func (s *soak) since() time.Duration { return time.Since(s.start) }
@@ -228,16 +230,37 @@ func (s *soak) throttledAt(t time.Time) bool {
 	return false
 }
 
-// observeLeader scrapes both replicas and keeps the leaderless intervals.
+// observeLeader scrapes both replicas, keeps the leaderless intervals and the last reaction
+// histogram of every controller process (by PID: a killed process's last scrape counts).
 func (s *soak) observeLeader() {
 	ok := false
+	hists := map[int]map[string]float64{}
 	for _, r := range s.replicas {
-		if m, err := r.scrape(); err == nil && m[metricPrefix+"leader"] == 1 {
+		m, err := r.scrape()
+		if err != nil {
+			continue
+		}
+		if m[metricPrefix+"leader"] == 1 {
 			ok = true
+		}
+		h := map[string]float64{}
+		for k, v := range m {
+			if strings.HasPrefix(k, metricPrefix+"reaction_seconds_bucket{") {
+				h[k] = v
+			}
+		}
+		if p := r.current(); p != nil {
+			hists[p.pid] = h
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.reactionHist == nil {
+		s.reactionHist = map[int]map[string]float64{}
+	}
+	for pid, h := range hists {
+		s.reactionHist[pid] = h
+	}
 	s.leaderOK = ok
 	if ok {
 		closeIv(&s.leaderless, time.Now())
@@ -307,6 +330,9 @@ func TestSoak(t *testing.T) {
 		go r.supervise(stop)
 	}
 	s.start = time.Now()
+	if os.Getenv("SOAK_NO_APISERVER_FAULTS") == "1" {
+		s.note("apiserver faults off (SOAK_NO_APISERVER_FAULTS=1): a control run")
+	}
 	s.observeLeader()
 	s.loop()
 	quiet := s.final()
@@ -466,6 +492,9 @@ func (s *soak) loop() {
 			throttleEnd = time.Time{}
 		}
 		kind, fault := s.pick()
+		if (kind == "throttle" || kind == "restartAPIServer") && os.Getenv("SOAK_NO_APISERVER_FAULTS") == "1" {
+			continue
+		}
 		if kind == "throttle" || kind == "restartAPIServer" {
 			s.mu.Lock()
 			var last time.Time
