@@ -193,7 +193,7 @@ func (s *soak) writeReport(path string, setupTook time.Duration, q *quietResult)
 		p("")
 	}
 	if len(s.gcLeaks) > 0 {
-		p("## Leaks of the garbage collector's graph (kube-controller-manager, not configmap-attacher)")
+		p("## Late collections by the garbage collector (kube-controller-manager, not configmap-attacher)")
 		p("")
 		p("Objects invariant 3 found not collected 30 s after their last owner went, although their owner references were right (every owner verified gone by a GET): either the same garbage collector collected them later, while it was recovering from an apiserver restart (after a restart the collector's discovery sees the API change, it resets its REST mapper and resyncs its monitors — its log shows `failed to discover preferred resources` and a `garbage collector` cache resync — and retries what failed meanwhile with per-item exponential backoff), or they were still there at the end and a freshly restarted kube-controller-manager collected them at once (the old collector's graph had missed the owners' delete events; compare kubernetes/kubernetes#109748). Kubernetes %s. Not counted as violations; an object that a fresh collector does not collect, or that was late without an apiserver restart near it, is.", cluster.KubeVersion)
 		p("")
