@@ -716,11 +716,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	t0 := time.Now()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	// Bounded: a namespace whose list is forbidden would otherwise keep every replica waiting
+	// (no leader, no writes anywhere) with only /readyz to show it.
+	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
+	ok := cache.WaitForCacheSync(syncCtx.Done(), synced...)
+	cancelSync()
+	if !ok {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("informer caches did not sync")
+		return fmt.Errorf("caches not synced after %s: %s; is list and watch on them allowed for this identity (examples/controller.yaml)?", syncTimeout, strings.Join(c.unsynced(), ", "))
 	}
 	c.synced.Store(true)
 	c.m.Ready.Set(1)
@@ -736,6 +741,28 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	le := c.cfg.LeaderElection
 	lost := make(chan struct{})
+	// The elector has its own context: on shutdown the workers stop first (in-flight patches
+	// finish), then the lease is released, so no write happens after the handover.
+	electorCtx, cancelElector := context.WithCancel(context.Background())
+	defer cancelElector()
+	leadDone := make(chan struct{})
+	lead := func(leCtx context.Context) {
+		defer close(leadDone)
+		wctx, cancel := context.WithCancel(leCtx)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		c.lead(wctx)
+	}
+	go func() {
+		<-ctx.Done()
+		if c.leading.Load() {
+			select {
+			case <-leadDone:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		cancelElector()
+	}()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.ID},
@@ -749,7 +776,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		WatchDog:        c.healthz,
 		Name:            le.ID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: c.lead,
+			OnStartedLeading: lead,
 			OnStoppedLeading: func() { close(lost) },
 			OnNewLeader: func(id string) {
 				c.log.WithFields(logrus.Fields{"leader": id, "self": id == le.Identity}).Info("leader elected")
@@ -760,7 +787,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("leader election: %w", err)
 	}
 	c.log.WithFields(logrus.Fields{"lease": le.Namespace + "/" + le.ID, "identity": le.Identity}).Info("caches synced; waiting for the lease (standby: no writes)")
-	elector.Run(ctx)
+	elector.Run(electorCtx)
 	<-lost
 	if ctx.Err() != nil {
 		return nil
@@ -829,6 +856,30 @@ func (c *Controller) lead(ctx context.Context) {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+}
+
+// syncTimeout bounds the initial sync of the caches.
+const syncTimeout = 5 * time.Minute
+
+// unsynced names the caches that have not synced.
+func (c *Controller) unsynced() []string {
+	var out []string
+	for ns, sc := range c.scopes {
+		where := "in namespace " + ns
+		if ns == "" {
+			where = "in all namespaces"
+		}
+		if !sc.rs.HasSynced() {
+			out = append(out, "replicasets "+where)
+		}
+		for kind, inf := range sc.objs {
+			if !inf.HasSynced() {
+				out = append(out, strings.ToLower(string(kind))+"s "+where)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // enqueueAll queues every opted-in object a watched ReplicaSet references (the full reconcile:
