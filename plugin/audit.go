@@ -63,6 +63,10 @@ type AuditReport struct {
 	Rollouts []RolloutAudit `json:"rollouts"`
 	// Deployments are the audited Deployments (-workloads deployments, the default).
 	Deployments []RolloutAudit `json:"deployments"`
+	// Gaps are, per namespace, the two figures the controller mode exports as gauges
+	// (configmap_attacher_controller_unowned_objects and _lost_references), counted by the
+	// same function (plugin.Gaps).
+	Gaps []NamespaceGaps `json:"gaps"`
 	// Unattributed holds findings about opted-in objects that no audited Rollout uses,
 	// names or owns (only when whole namespaces are audited).
 	Unattributed []Finding   `json:"unattributed"`
@@ -72,6 +76,13 @@ type AuditReport struct {
 
 	// additions are what -fix adds, per namespace and object.
 	additions map[string]map[Object]*Candidate
+}
+
+// NamespaceGaps is one namespace's unowned objects and lost references (see Gaps).
+type NamespaceGaps struct {
+	Namespace      string `json:"namespace"`
+	UnownedObjects int    `json:"unownedObjects"`
+	LostReferences int    `json:"lostReferences"`
 }
 
 // AuditCounts counts the findings, and the owner references -fix adds (fixable) or may not
@@ -230,7 +241,7 @@ type nsSnapshot struct {
 // "", every Rollout of the cluster. A problem with one namespace or Rollout is recorded in
 // the report (RolloutAudit.Error); only a failure to read the Rollouts is returned.
 func (a *Auditor) Audit(ctx context.Context, namespace, name string) (*AuditReport, error) {
-	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Deployments: []RolloutAudit{}, Unattributed: []Finding{},
+	rep := &AuditReport{Selector: a.selector().String(), Rollouts: []RolloutAudit{}, Deployments: []RolloutAudit{}, Gaps: []NamespaceGaps{}, Unattributed: []Finding{},
 		additions: map[string]map[Object]*Candidate{}}
 	var ros []v1alpha1.Rollout
 	var ds []appsv1.Deployment
@@ -365,8 +376,22 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ns strin
 	}
 	seen := map[Object]bool{}
 	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(wl.rollouts), "deployments": len(wl.deployments), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
+	var gaps []GapReplicaSet
+	gapsOf := func(aw auditedWorkload) {
+		rss, err := snap.controlled(aw.w)
+		if err != nil {
+			return
+		}
+		for _, rs := range rss {
+			spec := &rs.Spec.Template.Spec
+			gaps = append(gaps, GapReplicaSet{Live: Live(rs), Refs: ObjectsOf(TemplateReferences(spec)), Required: ObjectsOf(RequiredReferences(spec))})
+		}
+	}
 	for _, ro := range wl.rollouts {
 		aw, err := a.rolloutWorkload(ctx, ro)
+		if err == nil {
+			gapsOf(aw)
+		}
 		ra := a.auditWorkload(aw, err, snap, rep.additions)
 		for _, o := range ra.Objects {
 			seen[o.Object()] = true
@@ -374,12 +399,19 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *AuditReport, ns strin
 		rep.Rollouts = append(rep.Rollouts, ra)
 	}
 	for _, d := range wl.deployments {
+		gapsOf(deploymentWorkload(d))
 		ra := a.auditWorkload(deploymentWorkload(d), nil, snap, rep.additions)
 		for _, o := range ra.Objects {
 			seen[o.Object()] = true
 		}
 		rep.Deployments = append(rep.Deployments, ra)
 	}
+	// The controller mode's gauges, computed the same way (plugin.Gaps).
+	u, l := Gaps(gaps, func(o Object) GapObject {
+		m, ok := snap.objects[o]
+		return GapObject{Exists: ok, OptedIn: ok && a.selector().Matches(labels.Set(m.labels)), ReplicaSetOwned: ok && hasReplicaSetOwner(m.owners)}
+	})
+	rep.Gaps = append(rep.Gaps, NamespaceGaps{Namespace: ns, UnownedObjects: u, LostReferences: l})
 	if !wholeNamespace {
 		return
 	}

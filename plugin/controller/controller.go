@@ -945,46 +945,37 @@ func (c *Controller) UpdateGauges() {
 
 // Audit counts, per namespace, the unowned objects (opted in, referenced by a live watched
 // ReplicaSet, owned by no ReplicaSet) and the lost references (a live watched ReplicaSet
-// requires an object that does not exist).
+// requires an object that does not exist), with plugin.Gaps: the figures of audit's summary.
 func (c *Controller) Audit() (unowned, lost map[string]int) {
 	unowned, lost = map[string]int{}, map[string]int{}
 	for _, sc := range c.scopes {
-		idx := sc.rs.GetIndexer()
-		for _, v := range idx.ListIndexFuncValues(byRef) {
-			k, ok := parseKey(v)
-			if !ok {
-				continue
-			}
-			m := c.object(k)
-			if !c.optedIn(m) || m.RSOwned || !anyLive(idx, byRef, v) {
-				continue
-			}
-			unowned[k.Namespace]++
-		}
-		for _, it := range idx.List() {
+		byNS := map[string][]plugin.GapReplicaSet{}
+		for _, it := range sc.rs.GetIndexer().List() {
 			rs, ok := it.(*cachedReplicaSet)
-			if !ok || rs.DeletionTimestamp != nil {
-				continue
+			if !ok || len(rs.Refs) == 0 {
+				continue // no watched workload controls it
 			}
-			for _, o := range rs.Required {
-				if c.object(Key{rs.Namespace, o.Kind, o.Name}) == nil {
-					lost[rs.Namespace]++
+			byNS[rs.Namespace] = append(byNS[rs.Namespace], plugin.GapReplicaSet{Live: rs.DeletionTimestamp == nil, Refs: rs.Refs, Required: rs.Required})
+		}
+		for ns, rss := range byNS {
+			u, l := plugin.Gaps(rss, func(o plugin.Object) plugin.GapObject {
+				m := c.object(Key{ns, o.Kind, o.Name})
+				if m == nil {
+					return plugin.GapObject{}
 				}
+				return plugin.GapObject{Exists: true, OptedIn: c.optedIn(m), ReplicaSetOwned: m.RSOwned}
+			})
+			if u > 0 {
+				unowned[ns] = u
+			}
+			if l > 0 {
+				lost[ns] = l
 			}
 		}
 	}
 	return unowned, lost
 }
 
-func anyLive(idx cache.Indexer, index, v string) bool {
-	items, _ := idx.ByIndex(index, v)
-	for _, it := range items {
-		if rs, ok := it.(*cachedReplicaSet); ok && rs.DeletionTimestamp == nil {
-			return true
-		}
-	}
-	return false
-}
 
 func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
 	for _, o := range owners {

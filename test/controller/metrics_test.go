@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -39,6 +42,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 			metric(m, prefix+"owner_references_would_add_total", `kind="Secret"`) == 1
 	})
 	m, _ := dry.scrape()
+	sameAsAudit(t, e, ns, sel, m)
 	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
 		t.Errorf("-dry-run sent %v PATCH requests", n)
 	}
@@ -69,6 +73,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 	}
 	waitMetrics(t, live, "lost 2", func(m map[string]float64) bool { return metric(m, prefix+"lost_references", nsl) == 2 })
 	m, _ = live.scrape()
+	sameAsAudit(t, e, ns, sel, m)
 	for _, name := range []string{"workqueue_depth", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count", "reconciles_total"} {
 		if sum(m, prefix+name) == 0 && name != "workqueue_depth" {
 			t.Errorf("%s%s not reported", prefix, name)
@@ -94,4 +99,31 @@ func waitMetrics(t *testing.T, p *proc, what string, cond func(map[string]float6
 		}
 		return cond(m), strings.Join(state, " ")
 	})
+}
+
+// sameAsAudit checks that the unowned and lost gauges equal a fresh `audit -o json`'s gaps for
+// the namespace (the same plugin.Gaps over the apiserver's state instead of the caches).
+func sameAsAudit(t *testing.T, e *env, ns, sel string, m map[string]float64) {
+	t.Helper()
+	var out, errb strings.Builder
+	code := (&plugin.AuditCLI{Stdout: &out, Stderr: &errb}).Main([]string{"-namespace", ns, "-selector", sel, "-o", "json", "-kubeconfig", e.c.KubeconfigPath})
+	if code == plugin.ExitUsage {
+		t.Fatalf("audit: %s", errb.String())
+	}
+	var rep plugin.AuditReport
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+		t.Fatalf("audit -o json: %v\n%s", err, out.String())
+	}
+	nsl := fmt.Sprintf(`namespace=%q`, ns)
+	gu, gl := metric(m, prefix+"unowned_objects", nsl), metric(m, prefix+"lost_references", nsl)
+	for _, g := range rep.Gaps {
+		if g.Namespace == ns {
+			if float64(g.UnownedObjects) != gu || float64(g.LostReferences) != gl {
+				t.Errorf("gauges unowned=%v lost=%v, audit gaps unowned=%d lost=%d", gu, gl, g.UnownedObjects, g.LostReferences)
+			}
+			t.Logf("gauges and audit agree: unowned %v, lost %v", gu, gl)
+			return
+		}
+	}
+	t.Errorf("audit reports no gaps for namespace %s: %s", ns, out.String())
 }
