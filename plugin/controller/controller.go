@@ -976,7 +976,6 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 	return unowned, lost
 }
 
-
 func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
 	for _, o := range owners {
 		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {
