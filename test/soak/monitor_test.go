@@ -90,7 +90,8 @@ type monitor struct {
 		at  time.Duration // since start
 	}
 	closedWindows  []time.Duration
-	collected      []time.Duration // owners gone → collected (1 s resolution)
+	collected      []time.Duration // owners gone → collected, of those a tick saw waiting (1 s resolution)
+	collectedAll   int             // objects that had an owner and are gone
 	ticks, skipped int
 
 	// reaction times, from the watches
@@ -419,6 +420,12 @@ func (m *monitor) tick() error {
 		}
 	}
 	m.mu.Lock()
+	for k := range m.hadOwner {
+		if snap.objs[k] == nil {
+			delete(m.hadOwner, k)
+			m.collectedAll++
+		}
+	}
 	for k, w := range m.orphaned {
 		if snap.objs[k] == nil {
 			delete(m.orphaned, k)
