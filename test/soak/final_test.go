@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // quietResult is what the end of the run found once the faults had stopped.
@@ -22,6 +24,7 @@ type quietResult struct {
 	stepErrors    []string // step Errors that did not clear
 	stepErrorSeen int      // step plugin statuses in Error at the start of the quiet phase
 	rvChecked     int
+	gcCleanups    int // resourceVersion changes that were the garbage collector removing references to deleted ReplicaSets
 	rvWindow      time.Duration
 	gauges        map[string][2]float64 // ns -> unowned, lost (leader's gauges)
 	audit         map[string][2]float64 // ns -> unowned, lost (audit)
@@ -43,11 +46,14 @@ func (s *soak) final() *quietResult {
 	var last string
 	stableSince := time.Now()
 	for time.Now().Before(deadline) {
-		fp := s.rsFingerprint()
+		// Every workload's controller has observed its last apply (a Rollouts controller that
+		// was restarted or throttled can take seconds to create the ReplicaSet of an apply made
+		// just before the operations stopped), and no ReplicaSet came or went for 10 s.
+		fp := s.rsFingerprint() + "|" + s.unobserved()
 		if fp != last {
 			last, stableSince = fp, time.Now()
 		}
-		if time.Since(stableSince) > 10*time.Second {
+		if time.Since(stableSince) > 10*time.Second && s.unobserved() == "" {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -64,7 +70,6 @@ func (s *soak) final() *quietResult {
 	}
 	q.stepErrors = errs
 	q.settleTook = time.Since(t0)
-	s.checkLeaks()
 	// Nothing unowned, nothing lost, on the soak's own reading.
 	if snap, err := s.mon.list(nowCtx()); err == nil {
 		q.final = unownedIn(snap, "")
@@ -82,12 +87,46 @@ func (s *soak) final() *quietResult {
 		s.note("resourceVersions: %v", err)
 	}
 	q.rvChecked = len(before)
+	live := map[types.UID]bool{}
+	if snap, err := s.mon.list(nowCtx()); err == nil {
+		for _, rs := range snap.rss {
+			live[rs.UID] = true
+		}
+	}
 	for k, v := range before {
-		if a, ok := after[k]; ok && a.rv != v.rv {
+		a, ok := after[k]
+		if !ok || a.rv == v.rv {
+			continue
+		}
+		// The garbage collector removing references to ReplicaSets that are gone is the one
+		// write expected with nothing running (late, after an apiserver restart).
+		var added, removedLive []string
+		removed := 0
+		for uid, name := range a.uids {
+			if _, had := v.uids[uid]; !had {
+				added = append(added, name)
+			}
+		}
+		for uid, name := range v.uids {
+			if _, has := a.uids[uid]; !has {
+				removed++
+				if live[uid] {
+					removedLive = append(removedLive, name)
+				}
+			}
+		}
+		switch {
+		case len(removedLive) > 0:
+			s.addViolation(5, fmt.Sprintf("%s: owner references to live ReplicaSets %v removed while nothing ran (resourceVersion %s → %s, owners %s → %s; managers %s)",
+				k, removedLive, v.rv, a.rv, v.owners, a.owners, a.managers))
+		case removed > 0 && len(added) == 0:
+			q.gcCleanups++
+		default:
 			s.addViolation(5, fmt.Sprintf("%s rewritten while nothing ran: resourceVersion %s → %s, owners %s → %s (managers %s)",
 				k, v.rv, a.rv, v.owners, a.owners, a.managers))
 		}
 	}
+	s.checkLeaks()
 	// Invariant 6: the gauges (recomputed every 10 s: the window above was longer) agree with a
 	// fresh audit.
 	q.gauges, q.audit, q.auditScope, q.auditErr = s.gaugesAndAudit()
@@ -139,7 +178,10 @@ func (s *soak) stepErrors() []string {
 	return out
 }
 
-type rvInfo struct{ rv, owners, managers string }
+type rvInfo struct {
+	rv, owners, managers string
+	uids                 map[types.UID]string
+}
 
 func (s *soak) resourceVersions() (map[string]rvInfo, error) {
 	snap, err := s.mon.list(nowCtx())
@@ -148,7 +190,11 @@ func (s *soak) resourceVersions() (map[string]rvInfo, error) {
 	}
 	out := map[string]rvInfo{}
 	for k, o := range snap.objs {
-		out[k] = rvInfo{o.meta.ResourceVersion, refsString(o.meta.OwnerReferences), managers(o.meta.ManagedFields)}
+		uids := map[types.UID]string{}
+		for _, r := range o.meta.OwnerReferences {
+			uids[r.UID] = r.Name
+		}
+		out[k] = rvInfo{o.meta.ResourceVersion, refsString(o.meta.OwnerReferences), managers(o.meta.ManagedFields), uids}
 	}
 	return out, nil
 }
@@ -333,4 +379,30 @@ func (s *soak) checkLeaks() {
 		s.t.Errorf("VIOLATION of invariant 3 at +%.1fs after %d operations (seed %d): %s", l.v.At.Seconds(), l.v.AfterOps, s.seed, l.v.Message)
 	}
 	s.note("%d of them collected by the fresh garbage collector, %d not", len(leaks)-len(pending), len(pending))
+}
+
+// unobserved names the workloads whose controller has not observed their latest generation
+// (empty when all have).
+func (s *soak) unobserved() string {
+	var out []string
+	for _, w := range s.wd.ws {
+		if w.isRollout() {
+			ro, err := s.wd.getRollout(w)
+			if err != nil {
+				out = append(out, w.name+": "+err.Error())
+			} else if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
+				out = append(out, fmt.Sprintf("%s/%s generation %d observed %q", w.ns, w.name, ro.Generation, ro.Status.ObservedGeneration))
+			}
+		}
+		if w.kind == kindDeployment || w.kind == kindWorkloadRef {
+			d, err := s.wd.kube.AppsV1().Deployments(w.ns).Get(nowCtx(), w.deploymentName(), metav1.GetOptions{})
+			if err != nil {
+				out = append(out, w.deploymentName()+": "+err.Error())
+			} else if w.kind == kindDeployment && d.Status.ObservedGeneration != d.Generation {
+				out = append(out, fmt.Sprintf("Deployment %s/%s generation %d observed %d", w.ns, d.Name, d.Generation, d.Status.ObservedGeneration))
+			}
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }
