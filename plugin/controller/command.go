@@ -316,7 +316,10 @@ func defaultClients(cfg *rest.Config) (kubernetes.Interface, metadata.Interface,
 	return kube, meta, lease, nil
 }
 
-// defaultRolloutsInstalled asks discovery whether argoproj.io/v1alpha1 serves rollouts.
+// defaultRolloutsInstalled asks discovery whether argoproj.io/v1alpha1 serves rollouts. An
+// apiserver that cannot be reached (a restart, an outage) is waited for, up to
+// discoveryPatience: exiting at once would turn every outage into a crash loop whose backoff
+// keeps the controller down longer than the outage.
 func defaultRolloutsInstalled(cfg *rest.Config) (bool, error) {
 	dcfg := rest.CopyConfig(cfg)
 	dcfg.Timeout = 15 * time.Second
@@ -324,7 +327,27 @@ func defaultRolloutsInstalled(cfg *rest.Config) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("creating discovery client: %w", err)
 	}
-	return RolloutsServed(dc)
+	deadline := time.Now().Add(discoveryPatience)
+	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
+		ok, err := RolloutsServed(dc)
+		if err == nil || !transientDiscovery(err) || time.Now().Add(wait).After(deadline) {
+			return ok, err
+		}
+		logrus.WithError(err).Warnf("discovery failed; retrying in %s", wait)
+		time.Sleep(wait)
+	}
+}
+
+// discoveryPatience is how long the start waits for an unreachable apiserver.
+const discoveryPatience = 2 * time.Minute
+
+// transientDiscovery: no answer (connection refused, a timeout) or a server error.
+func transientDiscovery(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return status.Status().Code >= 500 || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err)
 }
 
 // RolloutsServed reports whether the Rollout CRD is installed (argoproj.io/v1alpha1 rollouts).

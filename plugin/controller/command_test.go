@@ -3,12 +3,16 @@ package controller
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -162,5 +166,17 @@ func TestLeaseNamespaceInCluster(t *testing.T) {
 	code, log := runFor(t, c, "-leader-election-lease-duration", "2s", "-leader-election-renew-deadline", "1s", "-leader-election-retry-period", "200ms")
 	if code != plugin.ExitOK || !strings.Contains(log, "lease=cma-system/configmap-attacher") {
 		t.Errorf("exit %d\n%s", code, log)
+	}
+}
+
+func TestTransientDiscovery(t *testing.T) {
+	for err, want := range map[error]bool{
+		errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"):                       true,
+		apierrors.NewServiceUnavailable("starting"):                                              true,
+		apierrors.NewForbidden(schema.GroupResource{Resource: "rollouts"}, "", errors.New("no")): false,
+	} {
+		if transientDiscovery(err) != want {
+			t.Errorf("transientDiscovery(%v) = %v, want %v", err, !want, want)
+		}
 	}
 }
