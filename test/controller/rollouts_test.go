@@ -59,6 +59,10 @@ func TestRolloutRollbackWindow(t *testing.T) {
 	a.createRollout(v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: pauseSteps()}},
 		func(ro *v1alpha1.Rollout) { ro.Spec.RollbackWindow = &v1alpha1.RollbackWindowSpec{Revisions: 3} })
 	rs1 := a.waitHealthy(1)
+	// The controller tells a rollback by creationTimestamp, which has a resolution of one
+	// second (isRollbackWithinWindow: newRS before stableRS): revision 2's ReplicaSet must be
+	// created in a later second than revision 1's, or the revert below is not a rollback.
+	time.Sleep(time.Until(rs1.CreationTimestamp.Add(1100 * time.Millisecond)))
 	a.createConfig(2)
 	a.deploy(2)
 	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
@@ -134,6 +138,10 @@ func TestRolloutGitOpsPrune(t *testing.T) {
 	a.createConfig(1)
 	a.createRollout(v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: pauseSteps()}}, nil)
 	rs1 := a.waitHealthy(1)
+	// The controller tells a rollback by creationTimestamp, which has a resolution of one
+	// second (isRollbackWithinWindow: newRS before stableRS): revision 2's ReplicaSet must be
+	// created in a later second than revision 1's, or the revert below is not a rollback.
+	time.Sleep(time.Until(rs1.CreationTimestamp.Add(1100 * time.Millisecond)))
 	a.createConfig(2)
 	a.deploy(2)
 	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
