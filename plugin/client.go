@@ -11,9 +11,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Version is the release version, set at build time with -ldflags "-X ...plugin.Version=v1.2.3".
-var Version = "dev"
-
 // ClientOptions configure the Kubernetes client.
 type ClientOptions struct {
 	// Kubeconfig is an explicit kubeconfig path. Empty means in-cluster, else $KUBECONFIG or

@@ -368,3 +368,15 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Objects lists the config's objects, ConfigMaps first, in config order.
+func (c Config) Objects() []Object {
+	objs := make([]Object, 0, len(c.ConfigMaps)+len(c.Secrets))
+	for _, n := range c.ConfigMaps {
+		objs = append(objs, Object{KindConfigMap, n})
+	}
+	for _, n := range c.Secrets {
+		objs = append(objs, Object{KindSecret, n})
+	}
+	return objs
+}
