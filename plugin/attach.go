@@ -184,4 +184,3 @@ func pronoun(n int) string {
 	}
 	return "them"
 }
-
