@@ -44,10 +44,9 @@ demo: build
 	go build -o bin/demo ./hack/demo
 	bin/demo -plugin $(BIN)$(if $(filter-out 0 false no,$(KEEP)), -keep)
 
+## lint: gofmt, go vet and golangci-lint (hack/golangci.yml says which linters and why).
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	hack/lint.sh
 
 ## release: static binaries for linux and darwin, amd64 and arm64, their sha256 sums, the image
 ## index (from the same linux binaries: the digest `make image` gives) and dist/install.md (the

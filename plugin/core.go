@@ -774,11 +774,7 @@ func describeAPIError(err error) string {
 func (r Result) message() string {
 	var msg string
 	if r.Target != nil {
-		var attached []Object
-		for _, o := range r.Listed {
-			attached = append(attached, o)
-		}
-		msg = SuccessMessage(r.Target.Name, attached, r.Skipped)
+		msg = SuccessMessage(r.Target.Name, append([]Object(nil), r.Listed...), r.Skipped)
 	}
 	var disc []Write
 	for _, w := range r.Added {
