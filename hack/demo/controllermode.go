@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // controllerNamespace and controllerSA are examples/controller.yaml's.
@@ -36,7 +35,7 @@ type controllerMode struct {
 // binary with that ServiceAccount's token, listening on 127.0.0.1 only; it returns once
 // /readyz answers (the caches are synced).
 func (d *demo) startControllerMode() (*controllerMode, error) {
-	b, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "examples", "controller.yaml"))
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "controller.yaml"))
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +53,7 @@ func (d *demo) startControllerMode() (*controllerMode, error) {
 	if err := os.WriteFile(path, []byte(strings.Join(keep, "\n---\n")), 0o644); err != nil {
 		return nil, err
 	}
-	if err := e2e.Kubectl(d.c, "apply", "--server-side", "-f", path); err != nil {
+	if err := cluster.Kubectl(d.c, "apply", "--server-side", "-f", path); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
@@ -64,11 +63,11 @@ func (d *demo) startControllerMode() (*controllerMode, error) {
 		{Verb: "watch", Group: "apps", Resource: "replicasets"},
 		{Verb: "patch", Resource: "configmaps", Namespace: namespace},
 	} {
-		if err := e2e.WaitForAccess(ctx, d.kube, user, a); err != nil {
+		if err := cluster.WaitForAccess(ctx, d.kube, user, a); err != nil {
 			return nil, err
 		}
 	}
-	kc, err := e2e.ServiceAccountKubeconfig(ctx, d.c, d.kube, controllerNamespace, controllerSA, d.c.Dir)
+	kc, err := cluster.ServiceAccountKubeconfig(ctx, d.c, d.kube, controllerNamespace, controllerSA, d.c.Dir)
 	if err != nil {
 		return nil, err
 	}

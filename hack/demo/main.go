@@ -33,7 +33,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 func main() {
@@ -50,8 +49,8 @@ type demo struct {
 	plugin string
 
 	c       *cluster.Cluster
-	ctl     *e2e.Controller
-	kubelet *e2e.FakeKubelet
+	ctl     *cluster.RolloutsController
+	kubelet *cluster.FakeKubelet
 	mode    *controllerMode
 	kube    kubernetes.Interface
 	ro      rolloutsclient.Interface
@@ -109,7 +108,7 @@ func (d *demo) setup() error {
 			return err
 		}
 		say("building the plugin binary ...")
-		if d.plugin, err = e2e.BuildPlugin(d.buildDir); err != nil {
+		if d.plugin, err = cluster.BuildPlugin(d.buildDir); err != nil {
 			return err
 		}
 	}
@@ -140,16 +139,16 @@ func (d *demo) setup() error {
 	}
 
 	t0 = time.Now()
-	fmt.Printf("   starting the Argo Rollouts controller %s with the plugin registered ... ", e2e.RolloutsVersion)
-	if d.ctl, err = e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: d.plugin,
+	fmt.Printf("   starting the Argo Rollouts controller %s with the plugin registered ... ", cluster.RolloutsVersion)
+	if d.ctl, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: d.plugin,
 		// As the examples install it: owner references only on opted-in objects (the demo labels them).
 		PluginArgs: []string{"--require-opt-in"}}); err != nil {
 		fmt.Println("failed")
 		return fmt.Errorf("start the Argo Rollouts controller: %w", err)
 	}
 	fmt.Printf("up in %v\n", since(t0))
-	say("  pid %d; argo-rollouts-config stepPlugins: %s at file://%s", d.ctl.PID(), e2e.PluginName, d.plugin)
-	say("  plugin identity: ServiceAccount %s/argo-rollouts, the controller's ClusterRole + examples/rbac-step-plugin.yaml", e2e.ControllerNamespace)
+	say("  pid %d; argo-rollouts-config stepPlugins: %s at file://%s", d.ctl.PID(), cluster.PluginName, d.plugin)
+	say("  plugin identity: ServiceAccount %s/argo-rollouts, the controller's ClusterRole + examples/rbac-step-plugin.yaml", cluster.ControllerNamespace)
 	t0 = time.Now()
 	fmt.Print("   starting the controller mode (configmap-attacher controller) ... ")
 	if d.mode, err = d.startControllerMode(); err != nil {
@@ -159,7 +158,7 @@ func (d *demo) setup() error {
 	fmt.Printf("ready in %v\n", since(t0))
 	say("  pid %d; identity: ServiceAccount %s/%s with examples/controller.yaml's RBAC; opted-in objects (%s=true) only; log %s",
 		d.mode.cmd.Process.Pid, controllerNamespace, controllerSA, labelRevisioned, d.mode.logPath)
-	d.kubelet = e2e.StartFakeKubelet(d.kube)
+	d.kubelet = cluster.StartFakeKubelet(d.kube)
 	say("fake kubelet started: pods become Ready; a pod whose ConfigMap or Secret is missing gets CreateContainerConfigError")
 	return nil
 }
@@ -251,7 +250,7 @@ func (d *demo) teardown() {
 		for _, name := range []string{"kube-controller-manager", "kube-apiserver", "etcd"} {
 			if pid := pids[name]; pid != 0 {
 				stopped = append(stopped, fmt.Sprintf("%s %d", name, pid))
-				if e2e.PIDAlive(pid) {
+				if cluster.PIDAlive(pid) {
 					survivors = append(survivors, fmt.Sprintf("%s %d", name, pid))
 				}
 			}
@@ -273,14 +272,14 @@ func (d *demo) teardown() {
 // directory). It reports whether it had to.
 func (d *demo) stopPlugin(pid int) bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !e2e.PIDAlive(pid) || !strings.Contains(string(cmdline), d.ctl.Dir) {
+	if err != nil || !cluster.PIDAlive(pid) || !strings.Contains(string(cmdline), d.ctl.Dir) {
 		return false
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for i := 0; i < 20 && e2e.PIDAlive(pid); i++ {
+	for i := 0; i < 20 && cluster.PIDAlive(pid); i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if e2e.PIDAlive(pid) {
+	if cluster.PIDAlive(pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return true

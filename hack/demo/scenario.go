@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 const (
@@ -70,8 +69,8 @@ func contentHash(data map[string]string) string {
 	return hex.EncodeToString(h.Sum(nil))[:5]
 }
 
-func (r *revision) objects() []e2e.ConfigRef {
-	return []e2e.ConfigRef{{Kind: "ConfigMap", Name: r.cm}, {Kind: "Secret", Name: r.secret}}
+func (r *revision) objects() []cluster.ConfigRef {
+	return []cluster.ConfigRef{{Kind: "ConfigMap", Name: r.cm}, {Kind: "Secret", Name: r.secret}}
 }
 
 func (r *revision) template() corev1.PodTemplateSpec {
@@ -96,7 +95,7 @@ func (r *revision) steps() []v1alpha1.CanaryStep {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{r.cm}, "secrets": []string{r.secret}})
 	w := int32(50)
 	return []v1alpha1.CanaryStep{
-		{Plugin: &v1alpha1.PluginStep{Name: e2e.PluginName, Config: cfg}},
+		{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}},
 		{SetWeight: &w},
 		{Pause: &v1alpha1.RolloutPause{}},
 	}
@@ -193,7 +192,7 @@ func (d *demo) canaryRevision(n int) error {
 	if err != nil {
 		return err
 	}
-	say("step 0 (plugin %s): Successful %v after the update: %s", e2e.PluginName, since(t0), msg)
+	say("step 0 (plugin %s): Successful %v after the update: %s", cluster.PluginName, since(t0), msg)
 	if err := d.checkOwned(r); err != nil {
 		return err
 	}
@@ -450,7 +449,7 @@ func (d *demo) replicaSets(ro *v1alpha1.Rollout) ([]appsv1.ReplicaSet, error) {
 // findRS returns the ReplicaSet whose pod template uses r's ConfigMap (nil if none).
 func findRS(rss []appsv1.ReplicaSet, r *revision) *appsv1.ReplicaSet {
 	for i := range rss {
-		for _, ref := range e2e.PodConfigRefs(&rss[i].Spec.Template.Spec) {
+		for _, ref := range cluster.PodConfigRefs(&rss[i].Spec.Template.Spec) {
 			if ref.Kind == "ConfigMap" && ref.Name == r.cm {
 				return &rss[i]
 			}
@@ -523,7 +522,7 @@ func (d *demo) waitStep(r *revision) (string, error) {
 		}
 		r.rs = rs
 		for _, s := range ro.Status.Canary.StepPluginStatuses {
-			if s.Index != 0 || s.Operation != v1alpha1.StepPluginOperationRun || s.Name != e2e.PluginName {
+			if s.Index != 0 || s.Operation != v1alpha1.StepPluginOperationRun || s.Name != cluster.PluginName {
 				continue
 			}
 			var st struct {
@@ -584,7 +583,7 @@ func (d *demo) waitPaused(r *revision, index int32) error {
 }
 
 // meta returns the metadata of a ConfigMap or Secret (nil when it does not exist).
-func (d *demo) meta(ref e2e.ConfigRef) (*metav1.ObjectMeta, error) {
+func (d *demo) meta(ref cluster.ConfigRef) (*metav1.ObjectMeta, error) {
 	var m *metav1.ObjectMeta
 	var err error
 	if ref.Kind == "Secret" {
@@ -652,15 +651,15 @@ func (d *demo) pruneLikeArgoCD(current int) (kept, deleted []string, err error) 
 		return nil, nil, err
 	}
 	type obj struct {
-		ref  e2e.ConfigRef
+		ref  cluster.ConfigRef
 		meta metav1.ObjectMeta
 	}
 	var objs []obj
 	for _, cm := range cms.Items {
-		objs = append(objs, obj{e2e.ConfigRef{Kind: "ConfigMap", Name: cm.Name}, cm.ObjectMeta})
+		objs = append(objs, obj{cluster.ConfigRef{Kind: "ConfigMap", Name: cm.Name}, cm.ObjectMeta})
 	}
 	for _, s := range secs.Items {
-		objs = append(objs, obj{e2e.ConfigRef{Kind: "Secret", Name: s.Name}, s.ObjectMeta})
+		objs = append(objs, obj{cluster.ConfigRef{Kind: "Secret", Name: s.Name}, s.ObjectMeta})
 	}
 	for _, o := range objs {
 		if rev := atoi(o.meta.Labels[labelRevision]); rev >= current {
@@ -763,7 +762,7 @@ func (d *demo) snapshot() (snapshot, error) {
 		default:
 			v.Role = "old"
 		}
-		for _, ref := range e2e.PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, ref := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			m, err := d.meta(ref)
 			if err != nil {
 				return snapshot{}, err

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 const optInLabel = "configmap-attacher/revisioned"
@@ -43,11 +42,11 @@ func TestHelmInstall(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil { // the chart's default workloads include rollouts
 		t.Fatal(err)
 	}
-	bin, err := e2e.BuildPlugin(t.TempDir())
+	bin, err := cluster.BuildPlugin(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubelet := e2e.StartFakeKubelet(c.Client(t))
+	kubelet := cluster.StartFakeKubelet(c.Client(t))
 	t.Cleanup(kubelet.Stop)
 	t.Run("cluster-rbac", func(t *testing.T) {
 		helmInstall(t, c, bin, func(app string) string { return "" })
@@ -126,7 +125,7 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 		t.Fatalf("container command %q args %q: want the image's entrypoint with controller ...", ctr.Command, ctr.Args)
 	}
 	sa := d.Spec.Template.Spec.ServiceAccountName
-	kubeconfig, err := e2e.ServiceAccountKubeconfig(ctx, c, cs, ns, sa, t.TempDir())
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, c, cs, ns, sa, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

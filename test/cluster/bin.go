@@ -118,30 +118,52 @@ func findBinDir() (string, error) {
 	return dir, nil
 }
 
-// buildScript finds hack/build-binaries.sh by walking up from the working directory (go test
-// runs in the package directory) and then from this source file.
+// buildScript returns RepoRoot()/hack/build-binaries.sh, or an error when it does not exist.
 func buildScript() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+	p := filepath.Join(RepoRoot(), "hack", "build-binaries.sh")
+	if _, err := os.Stat(p); err != nil {
+		return "", errors.New("hack/build-binaries.sh not found above the working directory")
 	}
+	return p, nil
+}
+
+// RepoRoot is the module root: two directories above this source file when the build kept
+// its path, else the first directory above the working directory (go test runs in the package
+// directory) with a go.mod and hack/build-binaries.sh.
+func RepoRoot() string {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, d := range starts {
-		for {
-			p := filepath.Join(d, "hack", "build-binaries.sh")
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				if _, err := os.Stat(p); err == nil {
-					return p, nil
-				}
-			}
-			parent := filepath.Dir(d)
-			if parent == d {
-				break
-			}
-			d = parent
+		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			return root
 		}
 	}
-	return "", errors.New("hack/build-binaries.sh not found above the working directory")
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := wd; ; {
+		_, errMod := os.Stat(filepath.Join(d, "go.mod"))
+		_, errScript := os.Stat(filepath.Join(d, "hack", "build-binaries.sh"))
+		if errMod == nil && errScript == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return wd
+		}
+		d = parent
+	}
+}
+
+// BuildPlugin builds the plugin binary (CGO_ENABLED=0) from the module root into dir and
+// returns its path.
+func BuildPlugin(dir string) (string, error) {
+	out := filepath.Join(dir, "configmap-attacher")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build the plugin: %v\n%s", err, b)
+	}
+	return out, nil
 }

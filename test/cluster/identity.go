@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -68,18 +71,39 @@ func (c *Cluster) ServiceAccountConfig(t testing.TB, ns, name string, rules, clu
 	c.WaitForRBAC(t, user, ns, rules)
 	c.WaitForRBAC(t, user, "", clusterRules)
 
+	cfg, err := c.serviceAccountToken(ctx, cs, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// serviceAccountToken returns a rest.Config with a token (24 h) from the TokenRequest API for
+// ServiceAccount ns/name.
+func (c *Cluster) serviceAccountToken(ctx context.Context, cs kubernetes.Interface, ns, name string) (*rest.Config, error) {
 	exp := int64(24 * 3600)
 	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
+		return nil, fmt.Errorf("TokenRequest for %s/%s: %w", ns, name, err)
 	}
 	return &rest.Config{
 		Host:            c.Host,
 		BearerToken:     tr.Status.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.pki.caCert},
+	}, nil
+}
+
+// ServiceAccountKubeconfig requests a token (24 h) for the existing ServiceAccount ns/name and
+// writes a kubeconfig with it into dir, for a child process that runs as that identity.
+func ServiceAccountKubeconfig(ctx context.Context, c *Cluster, cs kubernetes.Interface, ns, name, dir string) (string, error) {
+	cfg, err := c.serviceAccountToken(ctx, cs, ns, name)
+	if err != nil {
+		return "", err
 	}
+	path := filepath.Join(dir, fmt.Sprintf("kubeconfig-%s-%s.yaml", ns, name))
+	return path, writeKubeconfig(path, cfg, name)
 }
 
 // WaitForRBAC waits (up to 10 s) until a SubjectAccessReview grants user the first verb,
@@ -89,10 +113,6 @@ func (c *Cluster) ServiceAccountConfig(t testing.TB, ns, name string, rules, clu
 func (c *Cluster) WaitForRBAC(t testing.TB, user, ns string, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	cs := c.Client(t)
-	groups := []string{"system:authenticated"}
-	if parts := strings.Split(user, ":"); len(parts) == 4 && parts[1] == "serviceaccount" {
-		groups = append(groups, "system:serviceaccounts", "system:serviceaccounts:"+parts[2])
-	}
 	first := func(s []string) string {
 		if len(s) == 0 {
 			return ""
@@ -100,7 +120,7 @@ func (c *Cluster) WaitForRBAC(t testing.TB, user, ns string, rules []rbacv1.Poli
 		return s[0]
 	}
 	for _, r := range rules {
-		spec := authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups}
+		var spec authorizationv1.SubjectAccessReviewSpec
 		if len(r.NonResourceURLs) > 0 {
 			spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.NonResourceURLs[0], Verb: first(r.Verbs)}
 		} else {
@@ -110,19 +130,48 @@ func (c *Cluster) WaitForRBAC(t testing.TB, user, ns string, rules []rbacv1.Poli
 				Resource: res, Subresource: sub, Name: first(r.ResourceNames),
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(),
-				&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-			if err == nil && sar.Status.Allowed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("RBAC for %s not effective after 10s: rule %+v (err %v, status %+v)", user, r, err, sar)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if sar, err := waitForAccess(context.Background(), cs, user, spec, 10*time.Second, 20*time.Millisecond); sar == nil || !sar.Status.Allowed {
+			t.Fatalf("RBAC for %s not effective after 10s: rule %+v (err %v, status %+v)", user, r, err, sar)
 		}
 	}
+}
+
+// WaitForAccess waits (up to 15 s) until a SubjectAccessReview allows user (a ServiceAccount
+// "system:serviceaccount:<ns>:<name>" or another user) the access a describes: RBAC reaches
+// the authorizer through informers. For identities made outside ServiceAccountConfig (applied
+// manifests, examples/*.yaml).
+func WaitForAccess(ctx context.Context, cs kubernetes.Interface, user string, a authorizationv1.ResourceAttributes) error {
+	sar, err := waitForAccess(ctx, cs, user, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &a}, 15*time.Second, 50*time.Millisecond)
+	if sar == nil || !sar.Status.Allowed {
+		return fmt.Errorf("RBAC: %s still may not %s %s.%s in %q after 15s (%v)", user, a.Verb, a.Resource, a.Group, a.Namespace, err)
+	}
+	return nil
+}
+
+// waitForAccess repeats the SubjectAccessReview spec for user (with the groups a ServiceAccount
+// has) every poll until it is allowed or timeout has passed, and returns the last answer.
+func waitForAccess(ctx context.Context, cs kubernetes.Interface, user string, spec authorizationv1.SubjectAccessReviewSpec, timeout, poll time.Duration) (*authorizationv1.SubjectAccessReview, error) {
+	spec.User, spec.Groups = user, []string{"system:authenticated"}
+	if parts := strings.Split(user, ":"); len(parts) == 4 && parts[1] == "serviceaccount" {
+		spec.Groups = append(spec.Groups, "system:serviceaccounts", "system:serviceaccounts:"+parts[2])
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if (err == nil && sar.Status.Allowed) || time.Now().After(deadline) {
+			return sar, err
+		}
+		time.Sleep(poll)
+	}
+}
+
+// Kubectl runs the cluster's kubectl as admin; the error carries its combined output.
+func Kubectl(c *Cluster, args ...string) error {
+	cmd := exec.Command(filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // WriteKubeconfig writes cfg (host, CA, client certificate or bearer token) as a kubeconfig

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -140,7 +140,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 func (k *FakeKubelet) logError(key string, err error) {
 	if n := k.errors.Add(1); n <= 20 {
-		fmt.Fprintf(os.Stderr, "e2e: fake kubelet: pod %s: %v\n", key, err)
+		fmt.Fprintf(os.Stderr, "test/cluster: fake kubelet: pod %s: %v\n", key, err)
 	}
 }
 
@@ -184,7 +184,7 @@ func (k *FakeKubelet) sync(ctx context.Context, key string) (time.Duration, erro
 		k.mu.Lock()
 		k.failures[key] = missing
 		k.mu.Unlock()
-		if !hasWaitingReason(pod, "CreateContainerConfigError") {
+		if !HasWaitingReason(pod, "CreateContainerConfigError") {
 			st := failedStatus(pod, missing)
 			if err := k.updateStatus(rctx, pod, st); err != nil {
 				return 0, err
@@ -195,7 +195,7 @@ func (k *FakeKubelet) sync(ctx context.Context, key string) (time.Duration, erro
 	k.mu.Lock()
 	delete(k.failures, key)
 	k.mu.Unlock()
-	if podReady(pod) && pod.Status.Phase == corev1.PodRunning {
+	if PodReady(pod) && pod.Status.Phase == corev1.PodRunning {
 		return 0, nil
 	}
 	return 0, k.updateStatus(rctx, pod, k.runningStatus(pod))
@@ -261,7 +261,9 @@ func failedStatus(pod *corev1.Pod, msg string) corev1.PodStatus {
 	return st
 }
 
-func hasWaitingReason(pod *corev1.Pod, reason string) bool {
+// HasWaitingReason reports whether a container of the pod is waiting with reason (e.g.
+// CreateContainerConfigError).
+func HasWaitingReason(pod *corev1.Pod, reason string) bool {
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.State.Waiting != nil && s.State.Waiting.Reason == reason {
 			return true
@@ -270,7 +272,8 @@ func hasWaitingReason(pod *corev1.Pod, reason string) bool {
 	return false
 }
 
-func podReady(pod *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -306,6 +309,12 @@ func (k *FakeKubelet) missingConfig(ctx context.Context, pod *corev1.Pod) (strin
 type ConfigRef struct{ Kind, Name string }
 
 func (r ConfigRef) String() string { return r.Kind + "/" + r.Name }
+
+// ConfigMapRef is ConfigMap name as a ConfigRef.
+func ConfigMapRef(name string) ConfigRef { return ConfigRef{Kind: "ConfigMap", Name: name} }
+
+// SecretRef is Secret name as a ConfigRef.
+func SecretRef(name string) ConfigRef { return ConfigRef{Kind: "Secret", Name: name} }
 
 // PodConfigRefs lists the non-optional ConfigMaps and Secrets of a pod spec: volumes (also
 // projected), env valueFrom and envFrom of all containers. (Independent of the plugin's walker.)

@@ -7,21 +7,27 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// process is one child process with its log file. Only the PID it started is ever signalled.
+// process is one child process with its log file, restartable (start again after it exited).
+// Only the PID it started is ever signalled. Every child this package and its users start
+// (control plane, Rollouts controller, controller mode) goes through it, so that they all
+// share the Pdeathsig handling below.
 type process struct {
 	name, bin, logPath, dir string
 	args                    []string
+	env                     []string // added to os.Environ()
 
-	mu   sync.Mutex
-	pid  int
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait result, valid after done
+	mu       sync.Mutex
+	pid      int
+	done     chan struct{} // closed when the process has exited
+	err      error         // Wait result, valid after done
+	exitCode int           // exit code (-1: killed by a signal), valid after done
 }
 
 // start launches the process. The goroutine that forks holds its OS thread until the child
@@ -41,7 +47,7 @@ func (p *process) start() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
+	fmt.Fprintf(logf, "=== start %s %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
 	done := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
@@ -51,7 +57,7 @@ func (p *process) start() error {
 		cmd := exec.Command(p.bin, p.args...)
 		cmd.Dir = p.dir
 		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(), p.env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		err := cmd.Start()
 		logf.Close()
@@ -63,6 +69,7 @@ func (p *process) start() error {
 		p.pid = cmd.Process.Pid
 		started <- nil
 		p.err = cmd.Wait()
+		p.exitCode = cmd.ProcessState.ExitCode()
 	}()
 	if err := <-started; err != nil {
 		<-done
@@ -95,6 +102,13 @@ func (p *process) exited() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.done
+}
+
+// result returns the exit code and Wait result of the last run; valid once exited() is closed.
+func (p *process) result() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitCode, p.err
 }
 
 // PID returns the last started process ID (0 if never started).
@@ -174,4 +188,59 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ChildPIDs lists the live (non-zombie) processes whose parent is pid, from /proc: the plugin
+// processes of a Rollouts controller, for example.
+func ChildPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, state, ok := procStat(n)
+		if ok && ppid == pid && state != "Z" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// procStat reads the parent PID and state of a process from /proc/<pid>/stat.
+func procStat(pid int) (ppid int, state string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", false
+	}
+	// pid (comm) state ppid ...; comm may contain spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, "", false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0], err == nil
+}
+
+// PIDAlive reports whether pid is a live, non-zombie process.
+func PIDAlive(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != "Z"
+}
+
+// waitPIDGone waits up to timeout for pid to exit and reports whether it did.
+func waitPIDGone(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for PIDAlive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }

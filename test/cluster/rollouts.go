@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -9,7 +12,24 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 )
+
+// Versions of the Argo Rollouts controller that hack/build-binaries.sh builds.
+const (
+	RolloutsVersion    = "v1.10.2"
+	RolloutsOldVersion = "v1.9.1"
+)
+
+// PluginName is the name the plugin is registered under and that Rollout steps use.
+const PluginName = "configmap-attacher/configmap-attacher"
+
+// ControllerNamespace is the Rollouts controller's namespace: argo-rollouts-config and the
+// plugin's ServiceAccount live there.
+const ControllerNamespace = "argo-rollouts"
 
 // RolloutsControllerBinding binds the Argo Rollouts controller's own ClusterRole (applied from
 // the module's manifests/role) to its ServiceAccount, as the argo-rollouts install manifests do.
@@ -28,15 +48,45 @@ subjects:
     namespace: argo-rollouts
 `
 
+// RolloutsDir returns <CacheDir>/rollouts-<version>, holding rollouts-controller and crds/.
+// When they are missing it runs hack/build-binaries.sh (unless CMA_NO_BUILD=1); an error then
+// wraps ErrUnavailable.
+func RolloutsDir(version string) (string, error) {
+	dir := filepath.Join(CacheDir(), "rollouts-"+version)
+	ok := func() bool {
+		fi, err := os.Stat(filepath.Join(dir, "rollouts-controller"))
+		crds, _ := filepath.Glob(filepath.Join(dir, "crds", "*-crd.yaml"))
+		return err == nil && fi.Mode()&0o111 != 0 && len(crds) > 0
+	}
+	if ok() {
+		return dir, nil
+	}
+	if os.Getenv("CMA_NO_BUILD") == "1" {
+		return "", fmt.Errorf("%w: %s lacks rollouts-controller or crds/ and CMA_NO_BUILD=1", ErrUnavailable, dir)
+	}
+	comp, env := "rollouts-controller", "ROLLOUTS_VERSION="+version
+	if version != RolloutsVersion {
+		comp, env = "rollouts-controller-old", "ROLLOUTS_OLD_VERSION="+version
+	}
+	script := filepath.Join(RepoRoot(), "hack", "build-binaries.sh")
+	fmt.Fprintf(os.Stderr, "test/cluster: %s lacks the Argo Rollouts controller; building with %s %s (several minutes when cold)\n", dir, script, comp)
+	cmd := exec.Command("bash", script, comp)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = append(os.Environ(), "CMA_CACHE="+CacheDir(), env)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: building the Argo Rollouts controller %s: %v", ErrUnavailable, version, err)
+	}
+	if !ok() {
+		return "", fmt.Errorf("%w: %s still lacks rollouts-controller or crds/ after %s", ErrUnavailable, dir, script)
+	}
+	return dir, nil
+}
+
 // RolloutsModuleDir is the source directory of the argo-rollouts module this project requires:
 // its CRDs and the controller's ClusterRole come from there, exactly as users install them.
 func RolloutsModuleDir() (string, error) {
-	script, err := buildScript() // hack/build-binaries.sh: its grandparent is the module root
-	if err != nil {
-		return "", err
-	}
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-rollouts")
-	cmd.Dir = filepath.Dir(filepath.Dir(script))
+	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating the argo-rollouts module: %w", err)
@@ -44,9 +94,25 @@ func RolloutsModuleDir() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// InstallRolloutCRD applies the module's Rollout CRD server-side (it is too large for a
-// client-side apply) and waits until it is Established. It polls, because `kubectl wait`
-// races the CRD's creation. A nil cluster is a no-op.
+// RolloutsModuleDirAt is RolloutsModuleDir for another version of github.com/argoproj/argo-rollouts
+// than the required one (from the module cache; downloaded through the module proxy if absent),
+// for a Rollouts controller of that version.
+func RolloutsModuleDirAt(version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-rollouts@"+version)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download github.com/argoproj/argo-rollouts@%s: %v", version, err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("go mod download github.com/argoproj/argo-rollouts@%s: no Dir in %s", version, out)
+	}
+	return m.Dir, nil
+}
+
+// InstallRolloutCRD applies the required module's Rollout CRD (InstallCRDFiles). A nil cluster
+// is a no-op.
 func InstallRolloutCRD(c *Cluster) error {
 	if c == nil {
 		return nil
@@ -55,23 +121,71 @@ func InstallRolloutCRD(c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(c.BinDir, "kubectl")
-	crd := filepath.Join(dir, "manifests", "crds", "rollout-crd.yaml")
-	if out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "apply", "--server-side", "-f", crd).CombinedOutput(); err != nil {
-		return fmt.Errorf("applying %s: %v: %s", crd, err, out)
+	return InstallCRDFiles(c, filepath.Join(dir, "manifests", "crds", "rollout-crd.yaml"))
+}
+
+// InstallCRDs is InstallCRDFiles for every *-crd.yaml in dir (a RolloutsDir's crds/).
+func InstallCRDs(c *Cluster, dir string) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "*-crd.yaml"))
+	if len(files) == 0 {
+		return fmt.Errorf("no *-crd.yaml in %s", dir)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "get", "crd", "rollouts.argoproj.io",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`).Output()
-		if string(out) == "True" {
-			return nil
+	return InstallCRDFiles(c, files...)
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// InstallCRDFiles applies CRD manifests server-side (the Rollout CRD is too large for a
+// client-side apply) and polls, up to 60 s, until each is Established (`kubectl wait` races
+// the CRD's creation).
+func InstallCRDFiles(c *Cluster, files ...string) error {
+	var names []string
+	for _, f := range files {
+		if err := Kubectl(c, "apply", "--server-side", "-f", f); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD rollouts.argoproj.io not established after 30s")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		var m struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(b, &m); err != nil || m.Metadata.Name == "" {
+			return fmt.Errorf("%s: no metadata.name (%v)", f, err)
+		}
+		names = append(names, m.Metadata.Name)
 	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, n := range names {
+		for {
+			crd, err := dyn.Resource(crdGVR).Get(context.Background(), n, metav1.GetOptions{})
+			if err == nil && crdEstablished(crd.Object) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("CRD %s not Established after 60s (%v)", n, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func crdEstablished(obj map[string]any) bool {
+	status, _ := obj["status"].(map[string]any)
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // AsController returns the Rollout as the Rollouts controller passes it to a step plugin once

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
 
 // The example manifests are valid for the apiserver as written (server-side dry run: schema,
@@ -16,8 +16,8 @@ func TestExampleManifests(t *testing.T) {
 	ns := e.namespace(t)
 	kubectl := filepath.Join(e.c.BinDir, "kubectl")
 	for _, args := range [][]string{
-		{"apply", "--dry-run=server", "-f", filepath.Join(e2e.RepoRoot(), "examples", "controller.yaml")},
-		{"-n", ns, "apply", "--dry-run=server", "-f", filepath.Join(e2e.RepoRoot(), "examples", "controller-namespaced.yaml")},
+		{"apply", "--dry-run=server", "-f", filepath.Join(cluster.RepoRoot(), "examples", "controller.yaml")},
+		{"-n", ns, "apply", "--dry-run=server", "-f", filepath.Join(cluster.RepoRoot(), "examples", "controller-namespaced.yaml")},
 	} {
 		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", e.c.KubeconfigPath}, args...)...).CombinedOutput()
 		if err != nil {

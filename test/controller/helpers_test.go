@@ -11,6 +11,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 const (
@@ -98,8 +97,8 @@ func (e *env) namespace(t *testing.T) string {
 
 func (a *app) cm(rev int) string     { return fmt.Sprintf("%s-config-%d", a.name, rev) }
 func (a *app) secret(rev int) string { return fmt.Sprintf("%s-secret-%d", a.name, rev) }
-func (a *app) objects(rev int) []e2e.ConfigRef {
-	return []e2e.ConfigRef{{Kind: "ConfigMap", Name: a.cm(rev)}, {Kind: "Secret", Name: a.secret(rev)}}
+func (a *app) objects(rev int) []cluster.ConfigRef {
+	return []cluster.ConfigRef{{Kind: "ConfigMap", Name: a.cm(rev)}, {Kind: "Secret", Name: a.secret(rev)}}
 }
 
 func (a *app) createConfig(rev int) {
@@ -240,7 +239,7 @@ func (a *app) rolloutUID() types.UID { return a.get().UID }
 func (a *app) rsFor(uid types.UID, rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
 	for _, rs := range a.replicaSets(uid) {
-		for _, r := range e2e.PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			if r.Kind == "ConfigMap" && r.Name == a.cm(rev) {
 				return &rs
 			}
@@ -289,7 +288,7 @@ func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 // --- ownership ---
 
 // meta returns an object's metadata (nil when it does not exist).
-func getMeta(t *testing.T, kube kubernetes.Interface, ns string, r e2e.ConfigRef) *metav1.ObjectMeta {
+func getMeta(t *testing.T, kube kubernetes.Interface, ns string, r cluster.ConfigRef) *metav1.ObjectMeta {
 	t.Helper()
 	var m metav1.ObjectMeta
 	var err error
@@ -335,7 +334,7 @@ func ownerNames(refs []metav1.OwnerReference) []string {
 }
 
 // waitOwned waits until every object carries rs's owner reference, and returns how long it took.
-func waitOwned(t *testing.T, kube kubernetes.Interface, ns string, rs *appsv1.ReplicaSet, timeout time.Duration, objs ...e2e.ConfigRef) time.Duration {
+func waitOwned(t *testing.T, kube kubernetes.Interface, ns string, rs *appsv1.ReplicaSet, timeout time.Duration, objs ...cluster.ConfigRef) time.Duration {
 	t.Helper()
 	return eventually(t, timeout, fmt.Sprintf("%v owned by ReplicaSet %s", objs, rs.Name), func() (bool, string) {
 		var state []string
@@ -352,7 +351,7 @@ func waitOwned(t *testing.T, kube kubernetes.Interface, ns string, rs *appsv1.Re
 	})
 }
 
-func waitGone(t *testing.T, kube kubernetes.Interface, ns string, objs ...e2e.ConfigRef) {
+func waitGone(t *testing.T, kube kubernetes.Interface, ns string, objs ...cluster.ConfigRef) {
 	t.Helper()
 	for _, r := range objs {
 		eventually(t, 60*time.Second, fmt.Sprintf("%s garbage-collected", r), func() (bool, string) {
@@ -469,8 +468,8 @@ func directRS(t *testing.T, kube kubernetes.Interface, d *appsv1.Deployment, has
 	return rs
 }
 
-func cmRef(name string) e2e.ConfigRef     { return e2e.ConfigRef{Kind: "ConfigMap", Name: name} }
-func secretRef(name string) e2e.ConfigRef { return e2e.ConfigRef{Kind: "Secret", Name: name} }
+func cmRef(name string) cluster.ConfigRef     { return cluster.ConfigRef{Kind: "ConfigMap", Name: name} }
+func secretRef(name string) cluster.ConfigRef { return cluster.ConfigRef{Kind: "Secret", Name: name} }
 
 func envFromCM(name string) corev1.EnvFromSource {
 	return corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}

@@ -1,7 +1,7 @@
 // Package controller tests `configmap-attacher controller` on a real control plane (etcd,
 // kube-apiserver, kube-controller-manager from test/cluster), with the real Argo Rollouts
-// controller (test/e2e's runner, imported as a library) wherever Rollouts move, the
-// kube-controller-manager's Deployment controller for Deployments, and test/e2e's fake kubelet
+// controller (test/cluster's RolloutsController) wherever Rollouts move, the
+// kube-controller-manager's Deployment controller for Deployments, and test/cluster's FakeKubelet
 // so that pods become Ready only when their ConfigMaps and Secrets exist. The controller runs
 // as its own process (the built binary) with the RBAC of examples/controller.yaml.
 package controller
@@ -30,15 +30,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // env is the shared cluster with the Rollouts controller, the fake kubelet and one
 // configmap-attacher controller (default selector, every namespace, no leader election).
 type env struct {
 	c          *cluster.Cluster
-	rollouts   *e2e.Controller
-	kubelet    *e2e.FakeKubelet
+	rollouts   *cluster.RolloutsController
+	kubelet    *cluster.FakeKubelet
 	bin        string // the configmap-attacher binary
 	kubeconfig string // the controller's ServiceAccount (examples/controller.yaml)
 	ctl        *proc
@@ -65,7 +64,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin, err := e2e.BuildPlugin(dir)
+	bin, err := cluster.BuildPlugin(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller tests:", err)
 		return 1
@@ -97,8 +96,8 @@ func startEnv(c *cluster.Cluster, bin string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{c: c, bin: bin, kubelet: e2e.StartFakeKubelet(cs)}
-	e.rollouts, err = e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: bin})
+	e := &env{c: c, bin: bin, kubelet: cluster.StartFakeKubelet(cs)}
+	e.rollouts, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: bin})
 	if err != nil {
 		e.kubelet.Stop()
 		return nil, err
@@ -117,7 +116,7 @@ func startEnv(c *cluster.Cluster, bin string) (*env, error) {
 // Deployment, PodDisruptionBudget and Service) and writes a kubeconfig with the
 // ServiceAccount's token.
 func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, error) {
-	b, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "examples", "controller.yaml"))
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "controller.yaml"))
 	if err != nil {
 		return "", err
 	}
@@ -137,7 +136,7 @@ func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, er
 	if err := os.WriteFile(f, []byte(strings.Join(keep, "\n---\n")), 0o644); err != nil {
 		return "", err
 	}
-	if err := e2e.Kubectl(c, "apply", "-f", f); err != nil {
+	if err := cluster.Kubectl(c, "apply", "-f", f); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -149,11 +148,11 @@ func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, er
 		{Verb: "create", Resource: "events", Namespace: "default"},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "configmap-attacher"},
 	} {
-		if err := e2e.WaitForAccess(ctx, cs, user, a); err != nil {
+		if err := cluster.WaitForAccess(ctx, cs, user, a); err != nil {
 			return "", err
 		}
 	}
-	return e2e.ServiceAccountKubeconfig(ctx, c, cs, "configmap-attacher", "configmap-attacher-controller", c.Dir)
+	return cluster.ServiceAccountKubeconfig(ctx, c, cs, "configmap-attacher", "configmap-attacher-controller", c.Dir)
 }
 
 func sharedEnv(t *testing.T) *env {

@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // Config applied after its ReplicaSet is adopted when it appears.
@@ -68,7 +67,9 @@ func TestUnlabelledNeverTouchedThenAdopted(t *testing.T) {
 	}
 }
 
-func cmOrSecret(kind, name string) e2e.ConfigRef { return e2e.ConfigRef{Kind: kind, Name: name} }
+func cmOrSecret(kind, name string) cluster.ConfigRef {
+	return cluster.ConfigRef{Kind: kind, Name: name}
+}
 
 // A label added to a ConfigMap while its old ReplicaSet is being deleted (foreground deletion
 // held by a finalizer) and a new ReplicaSet uses it: only the new ReplicaSet becomes an owner,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -106,7 +107,7 @@ func (a *app) undo(toRevision int) {
 // jobRBAC is examples/job.yaml without the Job: the ServiceAccount, Role and RoleBinding.
 func jobRBAC(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(RepoRoot(), "examples", "job.yaml"))
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func (a *app) jobKubeconfigFor() string {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}},
 	})
-	path, err := ServiceAccountKubeconfig(testCtx(a.t), c, a.kube, a.ns, "configmap-attacher-job", a.t.TempDir())
+	path, err := cluster.ServiceAccountKubeconfig(testCtx(a.t), c, a.kube, a.ns, "configmap-attacher-job", a.t.TempDir())
 	if err != nil {
 		a.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,8 +58,8 @@ func newApp(t *testing.T, e *env, ns, name string, steps func(a *app, rev int) [
 
 func (a *app) cm(rev int) string     { return fmt.Sprintf("%s-config-%d", a.name, rev) }
 func (a *app) secret(rev int) string { return fmt.Sprintf("%s-secret-%d", a.name, rev) }
-func (a *app) objects(rev int) []ConfigRef {
-	return []ConfigRef{{"ConfigMap", a.cm(rev)}, {"Secret", a.secret(rev)}}
+func (a *app) objects(rev int) []cluster.ConfigRef {
+	return []cluster.ConfigRef{cluster.ConfigMapRef(a.cm(rev)), cluster.SecretRef(a.secret(rev))}
 }
 
 // pluginStep is the plugin step attaching revision rev's objects.
@@ -68,7 +69,7 @@ func (a *app) pluginStep(rev int) v1alpha1.CanaryStep {
 		m["discover"] = map[string]any{}
 	}
 	cfg, _ := json.Marshal(m)
-	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: PluginName, Config: cfg}}
+	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}
 }
 
 // Step lists used by the tests.
@@ -199,7 +200,7 @@ func (a *app) replicaSets() []appsv1.ReplicaSet {
 func (a *app) rsFor(rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
 	for _, rs := range a.replicaSets() {
-		for _, r := range PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			if r.Kind == "ConfigMap" && r.Name == a.cm(rev) {
 				return &rs
 			}
@@ -320,7 +321,7 @@ func (a *app) waitStep(index int32, rev int) (v1alpha1.StepPluginStatus, stepSta
 			return false, rolloutState(ro) + "; no ReplicaSet for the revision yet"
 		}
 		for _, s := range ro.Status.Canary.StepPluginStatuses {
-			if s.Index != index || s.Operation != v1alpha1.StepPluginOperationRun || s.Name != PluginName {
+			if s.Index != index || s.Operation != v1alpha1.StepPluginOperationRun || s.Name != cluster.PluginName {
 				continue
 			}
 			if s.Phase == v1alpha1.StepPluginPhaseFailed || s.Phase == v1alpha1.StepPluginPhaseError {
@@ -342,7 +343,7 @@ func (a *app) waitStep(index int32, rev int) (v1alpha1.StepPluginStatus, stepSta
 }
 
 // owners returns the owner references of a ConfigMap or Secret (notFound when it is gone).
-func (a *app) owners(r ConfigRef) ([]metav1.OwnerReference, bool, error) {
+func (a *app) owners(r cluster.ConfigRef) ([]metav1.OwnerReference, bool, error) {
 	var meta metav1.ObjectMeta
 	var err error
 	if r.Kind == "Secret" {
@@ -403,7 +404,7 @@ func (a *app) waitGone(rev int) {
 func (a *app) audit() (lost, unowned []string) {
 	a.t.Helper()
 	for _, rs := range a.replicaSets() {
-		for _, r := range PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			refs, gone, err := a.owners(r)
 			switch {
 			case err != nil:
@@ -474,7 +475,7 @@ func (a *app) pods(rs *appsv1.ReplicaSet) []corev1.Pod {
 }
 
 // waitLog waits until a line of the controller log contains every substring.
-func waitLog(t *testing.T, ctl *Controller, subs ...string) string {
+func waitLog(t *testing.T, ctl *cluster.RolloutsController, subs ...string) string {
 	t.Helper()
 	var found string
 	eventually(t, 20*time.Second, fmt.Sprintf("a controller log line with %q", subs), func() (bool, string) {

@@ -1,6 +1,10 @@
 package e2e
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
 
 // 6. Scenario 1 (two revisions) against the older controller, v1.9.1, with its own CRDs and
 // ClusterRole, on a cluster of its own (the CRDs differ between versions).
@@ -9,9 +13,9 @@ func TestOlderController(t *testing.T) {
 	if pluginErr != nil {
 		t.Fatalf("plugin binary: %v", pluginErr)
 	}
-	e := ownEnv(t, RolloutsOldVersion)
+	e := ownEnv(t, cluster.RolloutsOldVersion)
 	canaryRevisions(t, e, 2)
-	if !containsLine(e.ctl.Log(), "version=v"+RolloutsOldVersion[1:]) {
-		t.Errorf("the controller log does not show version %s", RolloutsOldVersion)
+	if !containsLine(e.ctl.Log(), "version=v"+cluster.RolloutsOldVersion[1:]) {
+		t.Errorf("the controller log does not show version %s", cluster.RolloutsOldVersion)
 	}
 }

@@ -18,8 +18,8 @@ import (
 // env is a cluster with an Argo Rollouts controller (plugin registered) and a FakeKubelet.
 type env struct {
 	c       *cluster.Cluster
-	ctl     *Controller
-	kubelet *FakeKubelet
+	ctl     *cluster.RolloutsController
+	kubelet *cluster.FakeKubelet
 	plugin  string // the plugin binary (also the command-line tool)
 }
 
@@ -50,7 +50,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	pluginBin, pluginErr = BuildPlugin(dir)
+	pluginBin, pluginErr = cluster.BuildPlugin(dir)
 	if pluginErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", pluginErr)
 	}
@@ -59,14 +59,14 @@ func runMain(m *testing.M) int {
 		err = pluginErr
 	}
 	if err == nil {
-		shared, err = startEnv(c, RolloutsVersion)
+		shared, err = startEnv(c, cluster.RolloutsVersion)
 	}
 	sharedErr = err
 	if sharedErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e: shared environment:", sharedErr)
 	} else {
 		fmt.Fprintf(os.Stderr, "e2e: shared cluster and rollouts-controller %s up in %v (controller pid %d, log %s)\n",
-			RolloutsVersion, time.Since(start).Round(time.Millisecond), shared.ctl.PID(), shared.ctl.LogPath)
+			cluster.RolloutsVersion, time.Since(start).Round(time.Millisecond), shared.ctl.PID(), shared.ctl.LogPath)
 	}
 	code := m.Run()
 	if shared != nil {
@@ -87,8 +87,8 @@ func startEnv(c *cluster.Cluster, version string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{c: c, kubelet: StartFakeKubelet(cs), plugin: pluginBin}
-	e.ctl, err = StartController(c, ControllerOptions{Version: version, PluginBinary: pluginBin,
+	e := &env{c: c, kubelet: cluster.StartFakeKubelet(cs), plugin: pluginBin}
+	e.ctl, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: version, PluginBinary: pluginBin,
 		PluginArgs: []string{"--log-level", "debug"}})
 	if err != nil {
 		e.kubelet.Stop()
@@ -124,7 +124,7 @@ func ownEnv(t *testing.T, version string) *env {
 	if pluginErr != nil {
 		t.Fatalf("plugin binary: %v", pluginErr)
 	}
-	if _, err := RolloutsDir(version); err != nil {
+	if _, err := cluster.RolloutsDir(version); err != nil {
 		cluster.SkipOrFail(t, err)
 	}
 	c := cluster.Start(t, cluster.Options{})

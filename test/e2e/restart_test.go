@@ -50,7 +50,7 @@ func TestControllerRestart(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	for _, pid := range before {
-		if PIDAlive(pid) {
+		if cluster.PIDAlive(pid) {
 			t.Errorf("plugin process %d still alive after the controller %d stopped", pid, oldPID)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -92,8 +93,8 @@ func spotReplacement(t *testing.T, e *env, withPlugin bool) {
 					return false, err.Error()
 				}
 				rs := a.rsFor(rev - 1)
-				return podReady(p) && rs.Status.AvailableReplicas == 1, fmt.Sprintf("pod phase %s ready %v, %s; stable available %d",
-					p.Status.Phase, podReady(p), e.kubelet.ConfigError(a.ns, p.Name), rs.Status.AvailableReplicas)
+				return cluster.PodReady(p) && rs.Status.AvailableReplicas == 1, fmt.Sprintf("pod phase %s ready %v, %s; stable available %d",
+					p.Status.Phase, cluster.PodReady(p), e.kubelet.ConfigError(a.ns, p.Name), rs.Status.AvailableReplicas)
 			})
 			t.Logf("revision %d: replacement pod %s of stable ReplicaSet %s is Ready: %s and %s still exist", rev, repl.Name, stable.Name, a.cm(rev-1), a.secret(rev-1))
 		} else {
@@ -105,7 +106,7 @@ func spotReplacement(t *testing.T, e *env, withPlugin bool) {
 				if err != nil {
 					return false, err.Error()
 				}
-				return hasWaitingReason(p, "CreateContainerConfigError") && !podReady(p), fmt.Sprintf("pod phase %s ready %v", p.Status.Phase, podReady(p))
+				return cluster.HasWaitingReason(p, "CreateContainerConfigError") && !cluster.PodReady(p), fmt.Sprintf("pod phase %s ready %v", p.Status.Phase, cluster.PodReady(p))
 			})
 			eventually(t, 30*time.Second, "the stable ReplicaSet at 0 available", func() (bool, string) {
 				rs := a.rsFor(rev - 1)

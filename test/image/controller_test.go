@@ -23,7 +23,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
 	"github.com/configmap-attacher/configmap-attacher/plugin/install"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // helmValues is the part of examples/helm-values.yaml the install uses.
@@ -72,8 +71,8 @@ func TestInstallImageUnderController(t *testing.T) {
 		ic.VolumeMounts[0].MountPath != ic.Args[1] || ic.VolumeMounts[0].Name != vol.Name || vm.Name != vol.Name || vol.EmptyDir == nil {
 		t.Errorf("initContainer %+v: want the image's entrypoint with args [install-plugin <its mount of the emptyDir %s>]", ic, vol.Name)
 	}
-	if want := "file://" + vm.MountPath + "/" + install.Name; sp.Location != want || sp.Name != e2e.PluginName {
-		t.Errorf("stepPlugins entry %s at %s, want %s at %s (the controller's mount of the emptyDir)", sp.Name, sp.Location, e2e.PluginName, want)
+	if want := "file://" + vm.MountPath + "/" + install.Name; sp.Location != want || sp.Name != cluster.PluginName {
+		t.Errorf("stepPlugins entry %s at %s, want %s at %s (the controller's mount of the emptyDir)", sp.Name, sp.Location, cluster.PluginName, want)
 	}
 	if ic.SecurityContext == nil || ic.SecurityContext.RunAsNonRoot == nil || !*ic.SecurityContext.RunAsNonRoot ||
 		ic.SecurityContext.ReadOnlyRootFilesystem == nil || !*ic.SecurityContext.ReadOnlyRootFilesystem {
@@ -104,15 +103,15 @@ func TestInstallImageUnderController(t *testing.T) {
 	t.Logf("initContainer: %s", strings.TrimSpace(stdout))
 
 	// The real controller on that file:// location.
-	if _, err := e2e.RolloutsDir(e2e.RolloutsVersion); err != nil {
+	if _, err := cluster.RolloutsDir(cluster.RolloutsVersion); err != nil {
 		cluster.SkipOrFail(t, err)
 	}
 	c := cluster.Start(t, cluster.Options{})
 	cs := c.Client(t)
-	kubelet := e2e.StartFakeKubelet(cs)
+	kubelet := cluster.StartFakeKubelet(cs)
 	t.Cleanup(kubelet.Stop)
 	// The example's plugin args too (its opt-in policy: the ConfigMaps below carry the label).
-	ctl, err := e2e.StartController(c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: pluginPath, PluginArgs: sp.Args})
+	ctl, err := cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: pluginPath, PluginArgs: sp.Args})
 	if err != nil {
 		if errors.Is(err, cluster.ErrUnavailable) {
 			cluster.SkipOrFail(t, err)
@@ -209,7 +208,7 @@ func TestInstallImageUnderController(t *testing.T) {
 	if !strings.Contains(ctl.Log(), "plugin.configmap-attacher") {
 		t.Errorf("no plugin.configmap-attacher line in the controller log")
 	}
-	t.Logf("installed by the image's entrypoint, loaded by rollouts-controller %s: %q in %s", e2e.RolloutsVersion, step.Message, time.Since(start).Round(time.Millisecond))
+	t.Logf("installed by the image's entrypoint, loaded by rollouts-controller %s: %q in %s", cluster.RolloutsVersion, step.Message, time.Since(start).Round(time.Millisecond))
 }
 
 func podTemplate(rev int) corev1.PodTemplateSpec {
@@ -226,7 +225,7 @@ func podTemplate(rev int) corev1.PodTemplateSpec {
 
 func steps(rev int) []v1alpha1.CanaryStep {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{fmt.Sprintf("web-config-%d", rev)}})
-	return []v1alpha1.CanaryStep{{Plugin: &v1alpha1.PluginStep{Name: e2e.PluginName, Config: cfg}}, {Pause: &v1alpha1.RolloutPause{}}}
+	return []v1alpha1.CanaryStep{{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}, {Pause: &v1alpha1.RolloutPause{}}}
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {

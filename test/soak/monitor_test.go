@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // Bounds of the invariants.
@@ -340,7 +339,7 @@ func (m *monitor) tick() error {
 		if !liveRS(rs) {
 			continue
 		}
-		for _, r := range e2e.PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			key := objKey(rs.Namespace, r.Kind, r.Name)
 			referenced[key] = true
 			o := snap.objs[key]
@@ -483,7 +482,7 @@ func (m *monitor) windows(ws map[string]*window, seen map[string]bool, now time.
 }
 
 // confirmMissing re-reads the object and the ReplicaSet before reporting invariant 1.
-func (m *monitor) confirmMissing(rs *appsv1.ReplicaSet, r e2e.ConfigRef, pair string) {
+func (m *monitor) confirmMissing(rs *appsv1.ReplicaSet, r cluster.ConfigRef, pair string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error

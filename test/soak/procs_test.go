@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // Leader election of the controller mode: short, so that a SIGKILLed leader is replaced
@@ -35,7 +34,7 @@ const (
 // Deployment, PodDisruptionBudget and Service) and writes a kubeconfig with the
 // ServiceAccount's token (as test/controller does).
 func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, error) {
-	b, err := os.ReadFile(filepath.Join(e2e.RepoRoot(), "examples", "controller.yaml"))
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "controller.yaml"))
 	if err != nil {
 		return "", err
 	}
@@ -55,7 +54,7 @@ func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, er
 	if err := os.WriteFile(f, []byte(strings.Join(keep, "\n---\n")), 0o644); err != nil {
 		return "", err
 	}
-	if err := e2e.Kubectl(c, "apply", "-f", f); err != nil {
+	if err := cluster.Kubectl(c, "apply", "-f", f); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -66,11 +65,11 @@ func controllerIdentity(c *cluster.Cluster, cs kubernetes.Interface) (string, er
 		{Verb: "patch", Resource: "secrets", Namespace: "default"},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "configmap-attacher"},
 	} {
-		if err := e2e.WaitForAccess(ctx, cs, user, a); err != nil {
+		if err := cluster.WaitForAccess(ctx, cs, user, a); err != nil {
 			return "", err
 		}
 	}
-	return e2e.ServiceAccountKubeconfig(ctx, c, cs, "configmap-attacher", "configmap-attacher-controller", c.Dir)
+	return cluster.ServiceAccountKubeconfig(ctx, c, cs, "configmap-attacher", "configmap-attacher-controller", c.Dir)
 }
 
 // ctlProc is one `configmap-attacher controller` process. Only its own PID is signalled.

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 const nsPrefix = "soak-"
@@ -75,8 +74,8 @@ type soak struct {
 	start    time.Time
 	c        *cluster.Cluster
 	kube     kubernetes.Interface
-	rollouts *e2e.Controller
-	kubelet  *e2e.FakeKubelet
+	rollouts *cluster.RolloutsController
+	kubelet  *cluster.FakeKubelet
 	replicas []*replica
 	bin      string
 	wd       *world
@@ -315,7 +314,7 @@ func TestSoak(t *testing.T) {
 	n := int(envInt(t, "SOAK_ROLLOUTS", 5))
 	report := os.Getenv("SOAK_REPORT")
 	if report == "" {
-		report = filepath.Join(e2e.RepoRoot(), "bin", "soak", "report.md")
+		report = filepath.Join(cluster.RepoRoot(), "bin", "soak", "report.md")
 	}
 	setupStart := time.Now()
 	s.setup(n)
@@ -360,10 +359,10 @@ func (s *soak) setup(n int) {
 		if _, err := cluster.FindBinDir(); err != nil {
 			cluster.SkipOrFail(t, err)
 		}
-		if _, err := e2e.RolloutsDir(e2e.RolloutsVersion); err != nil {
+		if _, err := cluster.RolloutsDir(cluster.RolloutsVersion); err != nil {
 			cluster.SkipOrFail(t, err)
 		}
-		b, err := e2e.BuildPlugin(t.TempDir())
+		b, err := cluster.BuildPlugin(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,8 +379,8 @@ func (s *soak) setup(n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.kubelet = e2e.StartFakeKubelet(s.kube)
-	s.rollouts, err = e2e.StartController(s.c, e2e.ControllerOptions{Version: e2e.RolloutsVersion, PluginBinary: s.bin,
+	s.kubelet = cluster.StartFakeKubelet(s.kube)
+	s.rollouts, err = cluster.StartRolloutsController(s.c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: s.bin,
 		PluginArgs: []string{"--require-opt-in"}})
 	if err != nil {
 		s.kubelet.Stop()
@@ -720,7 +719,7 @@ func unownedIn(snap *snapshot, ns string) []string {
 		if (ns != "" && rs.Namespace != ns) || !liveRS(rs) {
 			continue
 		}
-		for _, r := range e2e.PodConfigRefs(&rs.Spec.Template.Spec) {
+		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
 			o := snap.objs[objKey(rs.Namespace, r.Kind, r.Name)]
 			if o == nil {
 				out = append(out, "lost "+r.String()+" <- "+rs.Name)

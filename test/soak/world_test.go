@@ -14,6 +14,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/configmap-attacher/configmap-attacher/test/e2e"
 )
 
 // Labels of the soak's objects.
@@ -130,7 +129,7 @@ func (w *workload) template(wd *world) corev1.PodTemplateSpec {
 
 func (w *workload) pluginStep() v1alpha1.CanaryStep {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{w.cm}, "secrets": []string{w.sec}})
-	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: e2e.PluginName, Config: cfg}}
+	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}
 }
 
 func (w *workload) canarySteps() []v1alpha1.CanaryStep {
