@@ -147,10 +147,10 @@ func (cp *ControllerProcess) ExitCode() int { code, _ := cp.p.result(); return c
 // PID is the process ID.
 func (cp *ControllerProcess) PID() int { return cp.p.PID() }
 
-// Stop sends SIGTERM and waits, SIGKILL after grace. Safe on nil and when exited.
-func (cp *ControllerProcess) Stop(grace time.Duration) {
+// Stop sends SIGTERM and waits, SIGKILL after 10 s. Safe on nil and when exited.
+func (cp *ControllerProcess) Stop() {
 	if cp != nil {
-		cp.p.stop(grace)
+		cp.p.stop(10 * time.Second)
 	}
 }
 

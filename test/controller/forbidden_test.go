@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -31,7 +32,7 @@ func TestForbiddenWarningEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.stop)
+	t.Cleanup(p.Stop)
 	createConfig(t, kube, ns, "cm", "sec", map[string]string{"test/forbidden": ns})
 	d := holder(t, kube, ns, "web")
 	rs := directRS(t, kube, d, "h1", podSpec("cm", "sec"))
@@ -55,6 +56,6 @@ func TestForbiddenWarningEvent(t *testing.T) {
 		t.Errorf("the Secret got owners %v", ownerNames(m.OwnerReferences))
 	}
 	waitMetrics(t, p, "a forbidden reconcile error", func(m map[string]float64) bool {
-		return metric(m, prefix+"reconcile_errors_total", `reason="forbidden"`) >= 1
+		return cluster.Metric(m, prefix+"reconcile_errors_total", `reason="forbidden"`) >= 1
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -26,28 +27,28 @@ func TestHighAvailabilityFailover(t *testing.T) {
 		"-leader-election-namespace", "configmap-attacher", "-leader-election-id", "ha-" + ns,
 		"-leader-election-lease-duration", lease.String(), "-leader-election-renew-deadline", renew.String(),
 		"-leader-election-retry-period", retryP.String(), "-log-level", "debug"}
-	var procs []*proc
+	var procs []*cluster.ControllerProcess
 	for _, name := range []string{"ha-a-" + ns, "ha-b-" + ns} {
 		p, err := startController(e.c.Dir, e.bin, name, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(p.stop)
+		t.Cleanup(p.Stop)
 		procs = append(procs, p)
 	}
-	var leader, standby *proc
+	var leader, standby *cluster.ControllerProcess
 	eventually(t, 20*time.Second, "one leader", func() (bool, string) {
-		var leaders []*proc
+		var leaders []*cluster.ControllerProcess
 		var state []string
 		for _, p := range procs {
-			m, err := p.scrape()
+			m, err := p.Scrape()
 			if err != nil {
 				return false, err.Error()
 			}
-			if metric(m, prefix+"leader") == 1 {
+			if cluster.Metric(m, prefix+"leader") == 1 {
 				leaders = append(leaders, p)
 			}
-			state = append(state, fmt.Sprintf("%s leader=%v ready=%v", p.name, metric(m, prefix+"leader"), metric(m, prefix+"ready")))
+			state = append(state, fmt.Sprintf("%s leader=%v ready=%v", p.Name, cluster.Metric(m, prefix+"leader"), cluster.Metric(m, prefix+"ready")))
 		}
 		if len(leaders) > 1 {
 			t.Fatalf("two leaders: %v", state)
@@ -62,7 +63,7 @@ func TestHighAvailabilityFailover(t *testing.T) {
 		}
 		return len(leaders) == 1, strings.Join(state, "; ")
 	})
-	if err := standby.waitReady(5 * time.Second); err != nil {
+	if err := standby.WaitReady(5 * time.Second); err != nil {
 		t.Fatalf("standby not ready: %v", err)
 	}
 
@@ -75,34 +76,34 @@ func TestHighAvailabilityFailover(t *testing.T) {
 		waitOwned(t, kube, ns, rs, 5*time.Second, cmRef(cm), secretRef(sec))
 		owned = append(owned, rs)
 	}
-	m, err := standby.scrape()
+	m, err := standby.Scrape()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
+	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
 		t.Errorf("the standby sent %v PATCH requests", n)
 	}
-	if n := sum(m, prefix+"api_requests_total", `verb="create"`, `resource="events"`); n != 0 {
+	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="create"`, `resource="events"`); n != 0 {
 		t.Errorf("the standby created %v events", n)
 	}
-	if sum(m, prefix+"api_requests_total", `verb="watch"`, `resource="replicasets"`) == 0 {
+	if cluster.SumMetric(m, prefix+"api_requests_total", `verb="watch"`, `resource="replicasets"`) == 0 {
 		t.Errorf("the standby does not watch ReplicaSets (warm caches)")
 	}
 	rvs := resourceVersions(t, kube, ns, 3)
 
 	killed := time.Now()
-	leader.kill()
+	leader.Kill()
 	// Created while nobody leads.
 	createConfig(t, kube, ns, "cm-gap", "sec-gap", l)
 	gap := directRS(t, kube, d, "gap", podSpec("cm-gap", "sec-gap"))
 	var takeover time.Duration
 	eventually(t, 3*(lease+retryP), "the standby leading", func() (bool, string) {
-		m, err := standby.scrape()
+		m, err := standby.Scrape()
 		if err != nil {
 			return false, err.Error()
 		}
 		takeover = time.Since(killed)
-		return metric(m, prefix+"leader") == 1, ""
+		return cluster.Metric(m, prefix+"leader") == 1, ""
 	})
 	bound := lease + time.Duration(2.2*float64(retryP)) + 300*time.Millisecond // + scrape interval
 	t.Logf("takeover %v after SIGKILL (lease %v, retry %v)", takeover.Round(time.Millisecond), lease, retryP)
@@ -120,8 +121,8 @@ func TestHighAvailabilityFailover(t *testing.T) {
 	for _, rs := range owned {
 		waitOwned(t, kube, ns, rs, time.Second, cmRef("cm-"+rs.Name[len(rs.Name)-1:]))
 	}
-	m, _ = standby.scrape()
-	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 2 {
+	m, _ = standby.Scrape()
+	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="patch"`); n != 2 {
 		t.Errorf("the new leader sent %v PATCH requests, want 2 (the gap's objects only)", n)
 	}
 
@@ -131,19 +132,19 @@ func TestHighAvailabilityFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(third.stop)
+	t.Cleanup(third.Stop)
 	stopped := time.Now()
-	standby.stop()
-	if code := standby.exitCode; code != 0 {
+	standby.Stop()
+	if code := standby.ExitCode(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 	eventually(t, 2*lease, "the third replica leading", func() (bool, string) {
-		m, err := third.scrape()
+		m, err := third.Scrape()
 		if err != nil {
 			return false, err.Error()
 		}
 		takeover = time.Since(stopped)
-		return metric(m, prefix+"leader") == 1, ""
+		return cluster.Metric(m, prefix+"leader") == 1, ""
 	})
 	t.Logf("handover %v after SIGTERM (lease released)", takeover.Round(time.Millisecond))
 	if takeover > lease {

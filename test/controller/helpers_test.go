@@ -82,7 +82,7 @@ func (e *env) namespace(t *testing.T) string {
 			return
 		}
 		var lines []string
-		for _, l := range strings.Split(e.ctl.log(), "\n") {
+		for _, l := range strings.Split(e.ctl.Log(), "\n") {
 			if strings.Contains(l, ns) {
 				lines = append(lines, l)
 			}
@@ -90,7 +90,7 @@ func (e *env) namespace(t *testing.T) string {
 		if len(lines) > 60 {
 			lines = lines[len(lines)-60:]
 		}
-		t.Logf("controller log lines about %s (%s):\n%s", ns, e.ctl.logPath, strings.Join(lines, "\n"))
+		t.Logf("controller log lines about %s (%s):\n%s", ns, e.ctl.LogPath, strings.Join(lines, "\n"))
 	})
 	return ns
 }

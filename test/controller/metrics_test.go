@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -34,48 +35,48 @@ func TestMetricsOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(dry.stop)
+	t.Cleanup(dry.Stop)
 	nsl := fmt.Sprintf(`namespace=%q`, ns)
 	waitMetrics(t, dry, "dry run: 3 unowned, 1 lost, 3 would-add", func(m map[string]float64) bool {
-		return metric(m, prefix+"unowned_objects", nsl) == 3 && metric(m, prefix+"lost_references", nsl) == 1 &&
-			metric(m, prefix+"owner_references_would_add_total", `kind="ConfigMap"`) == 2 &&
-			metric(m, prefix+"owner_references_would_add_total", `kind="Secret"`) == 1
+		return cluster.Metric(m, prefix+"unowned_objects", nsl) == 3 && cluster.Metric(m, prefix+"lost_references", nsl) == 1 &&
+			cluster.Metric(m, prefix+"owner_references_would_add_total", `kind="ConfigMap"`) == 2 &&
+			cluster.Metric(m, prefix+"owner_references_would_add_total", `kind="Secret"`) == 1
 	})
-	m, _ := dry.scrape()
+	m, _ := dry.Scrape()
 	sameAsAudit(t, e, ns, sel, m)
-	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
+	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="patch"`); n != 0 {
 		t.Errorf("-dry-run sent %v PATCH requests", n)
 	}
-	if !strings.Contains(dry.log(), "dry run: would add the ReplicaSets as owners") {
+	if !strings.Contains(dry.Log(), "dry run: would add the ReplicaSets as owners") {
 		t.Errorf("-dry-run logged nothing about what it would add")
 	}
-	dry.stop()
+	dry.Stop()
 
 	live, err := startController(e.c.Dir, e.bin, "metrics-"+ns, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(live.stop)
+	t.Cleanup(live.Stop)
 	waitOwned(t, kube, ns, rs, 5*time.Second, cmRef("cm-a"), secretRef("sec-a"), cmRef("cm-b"))
 	waitMetrics(t, live, "adopted: 0 unowned, 3 references added", func(m map[string]float64) bool {
-		return metric(m, prefix+"unowned_objects", nsl) == 0 && metric(m, prefix+"owner_references_added_total", `kind="ConfigMap"`) == 2 &&
-			metric(m, prefix+"owner_references_added_total", `kind="Secret"`) == 1 && metric(m, prefix+"leader") == 1
+		return cluster.Metric(m, prefix+"unowned_objects", nsl) == 0 && cluster.Metric(m, prefix+"owner_references_added_total", `kind="ConfigMap"`) == 2 &&
+			cluster.Metric(m, prefix+"owner_references_added_total", `kind="Secret"`) == 1 && cluster.Metric(m, prefix+"leader") == 1
 	})
 	// A new ReplicaSet: one reaction observed.
 	rs2 := directRS(t, kube, d, "h2", podSpec("cm-a", ""))
 	waitOwned(t, kube, ns, rs2, 2*time.Second, cmRef("cm-a"))
 	waitMetrics(t, live, "one reaction observed", func(m map[string]float64) bool {
-		return metric(m, prefix+"reaction_seconds_count") == 1 && m[prefix+`workqueue_adds_total{name="objects"}`] >= 4
+		return cluster.Metric(m, prefix+"reaction_seconds_count") == 1 && m[prefix+`workqueue_adds_total{name="objects"}`] >= 4
 	})
 	// cm-b deleted while the ReplicaSet still requires it: lost counts it.
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctxT(t), "cm-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitMetrics(t, live, "lost 2", func(m map[string]float64) bool { return metric(m, prefix+"lost_references", nsl) == 2 })
-	m, _ = live.scrape()
+	waitMetrics(t, live, "lost 2", func(m map[string]float64) bool { return cluster.Metric(m, prefix+"lost_references", nsl) == 2 })
+	m, _ = live.Scrape()
 	sameAsAudit(t, e, ns, sel, m)
 	for _, name := range []string{"workqueue_depth", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count", "reconciles_total"} {
-		if sum(m, prefix+name) == 0 && name != "workqueue_depth" {
+		if cluster.SumMetric(m, prefix+name) == 0 && name != "workqueue_depth" {
 			t.Errorf("%s%s not reported", prefix, name)
 		}
 	}
@@ -84,10 +85,10 @@ func TestMetricsOverHTTP(t *testing.T) {
 	}
 }
 
-func waitMetrics(t *testing.T, p *proc, what string, cond func(map[string]float64) bool) {
+func waitMetrics(t *testing.T, p *cluster.ControllerProcess, what string, cond func(map[string]float64) bool) {
 	t.Helper()
 	eventually(t, 30*time.Second, what, func() (bool, string) {
-		m, err := p.scrape()
+		m, err := p.Scrape()
 		if err != nil {
 			return false, err.Error()
 		}
@@ -115,7 +116,7 @@ func sameAsAudit(t *testing.T, e *env, ns, sel string, m map[string]float64) {
 		t.Fatalf("audit -o json: %v\n%s", err, out.String())
 	}
 	nsl := fmt.Sprintf(`namespace=%q`, ns)
-	gu, gl := metric(m, prefix+"unowned_objects", nsl), metric(m, prefix+"lost_references", nsl)
+	gu, gl := cluster.Metric(m, prefix+"unowned_objects", nsl), cluster.Metric(m, prefix+"lost_references", nsl)
 	for _, g := range rep.Gaps {
 		if g.Namespace == ns {
 			if float64(g.UnownedObjects) != gu || float64(g.LostReferences) != gl {

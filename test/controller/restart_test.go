@@ -22,9 +22,9 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.stop)
-	if !strings.Contains(p.log(), "watching Deployments only") {
-		t.Errorf("no warning about the missing Rollout CRD:\n%s", p.logTail(10))
+	t.Cleanup(p.Stop)
+	if !strings.Contains(p.Log(), "watching Deployments only") {
+		t.Errorf("no warning about the missing Rollout CRD:\n%s", p.LogTail(10))
 	}
 	l := map[string]string{labelRevisioned: "true"}
 	d := holder(t, kube, ns, "web")
@@ -47,14 +47,14 @@ func TestAPIServerRestart(t *testing.T) {
 		took := waitOwned(t, kube, ns, rs, 30*time.Second, cmRef(name))
 		t.Logf("%s owned %v after creation (%v after the restart)", name, took.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 	}
-	if !p.running() {
-		t.Fatalf("the controller exited:\n%s", p.logTail(20))
+	if !p.Running() {
+		t.Fatalf("the controller exited:\n%s", p.LogTail(20))
 	}
-	m, err := p.scrape()
+	m, err := p.Scrape()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := sum(m, prefix+"api_requests_total", `verb="patch"`); n != 4 {
+	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="patch"`); n != 4 {
 		t.Errorf("%v PATCH requests, want 4 (one per object)", n)
 	}
 }
