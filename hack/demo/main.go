@@ -51,7 +51,7 @@ type demo struct {
 	c       *cluster.Cluster
 	ctl     *cluster.RolloutsController
 	kubelet *cluster.FakeKubelet
-	mode    *controllerMode
+	mode    *cluster.ControllerProcess
 	kube    kubernetes.Interface
 	ro      rolloutsclient.Interface
 
@@ -157,7 +157,7 @@ func (d *demo) setup() error {
 	}
 	fmt.Printf("ready in %v\n", since(t0))
 	say("  pid %d; identity: ServiceAccount %s/%s with examples/controller.yaml's RBAC; opted-in objects (%s=true) only; log %s",
-		d.mode.cmd.Process.Pid, controllerNamespace, controllerSA, labelRevisioned, d.mode.logPath)
+		d.mode.PID(), cluster.ControllerModeNamespace, cluster.ControllerModeServiceAccount, labelRevisioned, d.mode.LogPath)
 	d.kubelet = cluster.StartFakeKubelet(d.kube)
 	say("fake kubelet started: pods become Ready; a pod whose ConfigMap or Secret is missing gets CreateContainerConfigError")
 	return nil
@@ -190,7 +190,7 @@ func (d *demo) keepRunning() {
 	fmt.Printf("  export KUBECONFIG=%s   # for your own kubectl\n", kc)
 	fmt.Printf("logs: rollouts-controller %s\n      kube-apiserver %s\n", d.ctl.LogPath, d.c.LogPath("kube-apiserver"))
 	if d.mode != nil {
-		fmt.Printf("      controller mode %s (metrics and health on 127.0.0.1: %s)\n", d.mode.logPath, d.mode.health)
+		fmt.Printf("      controller mode %s (metrics and health on 127.0.0.1: %s)\n", d.mode.LogPath, strings.TrimPrefix(d.mode.HealthURL, "http://"))
 	}
 	fmt.Printf("press Ctrl-C (SIGINT) or send SIGTERM to tear everything down\n")
 	t := time.NewTicker(2 * time.Second)
@@ -226,8 +226,9 @@ func (d *demo) teardown() {
 	if d.kubelet != nil {
 		d.kubelet.Stop()
 	}
-	if pid := d.mode.stop(); pid != 0 {
-		stopped = append(stopped, fmt.Sprintf("controller mode %d", pid))
+	if d.mode != nil {
+		stopped = append(stopped, fmt.Sprintf("controller mode %d", d.mode.PID()))
+		d.mode.Stop()
 	}
 	if d.ctl != nil {
 		d.notePluginPIDs()

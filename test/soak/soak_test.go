@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -249,7 +250,7 @@ func (s *soak) observeLeader() {
 			}
 		}
 		if p := r.current(); p != nil {
-			hists[p.pid] = h
+			hists[p.PID()] = h
 		}
 	}
 	s.mu.Lock()
@@ -386,7 +387,9 @@ func (s *soak) setup(n int) {
 		s.kubelet.Stop()
 		cluster.SkipOrFail(t, err)
 	}
-	kc, err := controllerIdentity(s.c, s.kube)
+	idCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	kc, err := cluster.ControllerModeIdentity(idCtx, s.c, s.kube)
+	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +587,7 @@ func (s *soak) do(kind string, throttleEnd *time.Time) (detail, target string, e
 		if r == nil {
 			return "no leader to kill", "controller mode", nil
 		}
-		pid := r.current().pid
+		pid := r.current().PID()
 		s.mu.Lock()
 		s.leaderKills = append(s.leaderKills, time.Now())
 		s.mu.Unlock()
