@@ -9,19 +9,14 @@ package bench
 //	go test -run '^$' -bench BenchmarkController -benchtime 1x -timeout 60m ./test/bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,83 +152,30 @@ func (e *ctlEnv) createRS(ctx context.Context, ro *v1alpha1.Rollout, hash string
 	return rs, nil
 }
 
-// ctlProc is the controller process.
-type ctlProc struct {
-	pid        int
-	metricsURL string
-	healthURL  string
-	logPath    string
-	done       chan struct{}
-}
+// ctlProc is the controller process (a cluster.ControllerProcess), stopped by b.Cleanup.
+type ctlProc struct{ *cluster.ControllerProcess }
 
 func startCtl(b *testing.B, e *ctlEnv, args ...string) *ctlProc {
 	b.Helper()
-	ports, err := cluster.FreePorts(2)
+	logPath := filepath.Join(e.c.Dir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
+	cp, err := cluster.LaunchController(pluginBin, "bench", logPath, nil,
+		append([]string{"-kubeconfig", e.c.KubeconfigPath, "-namespaces", e.ns, "-log-level", "warn"}, args...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &ctlProc{metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), healthURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
-		logPath: filepath.Join(e.c.Dir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano())), done: make(chan struct{})}
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	full := append([]string{"controller", "-kubeconfig", e.c.KubeconfigPath, "-namespaces", e.ns, "-log-level", "warn",
-		"-metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-health-addr", fmt.Sprintf("127.0.0.1:%d", ports[1])}, args...)
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // Pdeathsig is per thread: keep the forking one until the child exits
-		defer runtime.UnlockOSThread()
-		defer close(p.done)
-		cmd := exec.Command(pluginBin, full...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		p.pid = cmd.Process.Pid
-		started <- nil
-		_ = cmd.Wait()
-		logf.Close()
-	}()
-	if err := <-started; err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.stop)
-	return p
-}
-
-func (p *ctlProc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(p.pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		<-p.done
-	}
+	b.Cleanup(cp.Stop)
+	return &ctlProc{cp}
 }
 
 func (p *ctlProc) waitReady(b *testing.B) time.Duration {
 	b.Helper()
 	t0 := time.Now()
 	for {
-		resp, err := http.Get(p.healthURL)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(t0)
-			}
+		if ok, _ := p.Ready(); ok {
+			return time.Since(t0)
 		}
-		select {
-		case <-p.done:
-			b.Fatalf("controller exited; log %s", p.logPath)
-		default:
+		if !p.Running() {
+			b.Fatalf("controller exited; log %s", p.LogPath)
 		}
 		if time.Since(t0) > 10*time.Minute {
 			b.Fatal("controller not ready after 10m")
@@ -244,44 +186,11 @@ func (p *ctlProc) waitReady(b *testing.B) time.Duration {
 
 func (p *ctlProc) scrape(b *testing.B) map[string]float64 {
 	b.Helper()
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(p.metricsURL)
+	m, err := cluster.ScrapeMetrics(p.MetricsURL, 5*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				out[line[:i]] = v
-			}
-		}
-	}
-	return out
-}
-
-func ctlSum(m map[string]float64, name string, labels ...string) float64 {
-	total := 0.0
-	for k, v := range m {
-		base, rest, _ := strings.Cut(k, "{")
-		if base != name {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(rest, l)
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
+	return m
 }
 
 // waitAdded waits until the controller reports n owner references added (or, in dry run, that
@@ -290,7 +199,7 @@ func (p *ctlProc) waitAdded(b *testing.B, n int, since time.Time, metric string)
 	b.Helper()
 	for {
 		m := p.scrape(b)
-		if got := ctlSum(m, ctlPrefix+metric); got >= float64(n) {
+		if got := cluster.SumMetric(m, ctlPrefix+metric); got >= float64(n) {
 			return time.Since(since)
 		}
 		if time.Since(since) > 30*time.Minute {
@@ -394,7 +303,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 			b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 			b.Logf("reaction with %d workloads: p50 %v, p99 %v, max %v over %d samples", n, p50, p99, percentile(lat, 1), samples)
 			m := p.scrape(b)
-			b.Logf("controller histogram: %v observations, sum %.3fs", ctlSum(m, ctlPrefix+"reaction_seconds_count"), ctlSum(m, ctlPrefix+"reaction_seconds_sum"))
+			b.Logf("controller histogram: %v observations, sum %.3fs", cluster.SumMetric(m, ctlPrefix+"reaction_seconds_count"), cluster.SumMetric(m, ctlPrefix+"reaction_seconds_sum"))
 		})
 	}
 }
@@ -414,13 +323,13 @@ func BenchmarkControllerColdStart(b *testing.B) {
 	ready := p.waitReady(b)
 	took := p.waitAdded(b, objects, t0, "owner_references_added_total")
 	m := p.scrape(b)
-	patches := ctlSum(m, ctlPrefix+"api_requests_total", `verb="patch"`)
+	patches := cluster.SumMetric(m, ctlPrefix+"api_requests_total", `verb="patch"`)
 	allowed := time.Duration((patches - burst) / qps * float64(time.Second))
 	b.ReportMetric(took.Seconds(), "cold-start-s")
 	b.ReportMetric(took.Seconds()/allowed.Seconds(), "x-qps-bound")
 	b.Logf("cold start: %d objects (%d ReplicaSets) owned %v after start (caches synced at %v); %v patches; -qps %d -burst %d allow %v: %.2f×",
 		objects, workloads*rsPer, took.Round(time.Millisecond), ready.Round(time.Millisecond), patches, qps, burst, allowed.Round(time.Millisecond), took.Seconds()/allowed.Seconds())
-	b.Logf("RSS after the cold start: %.1f MiB (peak %.1f MiB)", ctlRSS(b, p.pid, "VmRSS"), ctlRSS(b, p.pid, "VmHWM"))
+	b.Logf("RSS after the cold start: %.1f MiB (peak %.1f MiB)", ctlRSS(b, p.PID(), "VmRSS"), ctlRSS(b, p.PID(), "VmHWM"))
 
 	// Idle: nothing to do. Count the requests over one minute.
 	time.Sleep(5 * time.Second)
@@ -456,10 +365,10 @@ func BenchmarkControllerMemory(b *testing.B) {
 		ready := p.waitReady(b)
 		p.waitAdded(b, 2*rsTotal, time.Now(), "owner_references_would_add_total")
 		time.Sleep(3 * time.Second)
-		rss, hwm := ctlRSS(b, p.pid, "VmRSS"), ctlRSS(b, p.pid, "VmHWM")
+		rss, hwm := ctlRSS(b, p.PID(), "VmRSS"), ctlRSS(b, p.PID(), "VmHWM")
 		b.ReportMetric(rss, fmt.Sprintf("MiB-at-%d-rs", rsTotal))
 		b.Logf("%d ReplicaSets, %d opted-in objects, %d unrelated Secrets: caches synced in %v, RSS %.1f MiB (peak %.1f MiB)",
 			rsTotal, 2*rsTotal, 2*rsTotal, ready.Round(time.Millisecond), rss, hwm)
-		p.stop()
+		p.Stop()
 	}
 }
