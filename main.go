@@ -4,32 +4,31 @@
 //
 // Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
 // step plugin; `configmap-attacher audit ...` audits Rollouts (see plugin.AuditCLI);
-// `configmap-attacher controller ...` runs the watcher (see plugin/controller); otherwise it
-// is the command-line (Job) mode.
+// `configmap-attacher controller ...` runs the watcher; `configmap-attacher install-plugin DIR`
+// copies itself into DIR; otherwise it is the command-line (Job) mode. The commands are in
+// plugin/cmd.
 package main
 
 import (
 	"os"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
-	"github.com/configmap-attacher/configmap-attacher/plugin/install"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
 
 func main() {
 	if os.Getenv(rpc.Handshake.MagicCookieKey) != "" {
-		os.Exit(rpc.Serve(os.Args[1:], os.Stderr))
+		os.Exit((&cmd.StepPlugin{Stderr: os.Stderr}).Main(os.Args[1:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "install-plugin" {
-		os.Exit(install.Main(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit((&cmd.Install{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "controller" {
-		os.Exit(controller.Main(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit((&cmd.Controller{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}).Main(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "audit" {
 		os.Exit((&plugin.AuditCLI{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
 	}
-	cli := &plugin.CLI{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
-	os.Exit(cli.Main(os.Args[1:]))
+	os.Exit((&cmd.Job{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}).Main(os.Args[1:]))
 }

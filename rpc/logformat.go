@@ -59,7 +59,7 @@ func (f *hclogFormatter) Format(e *logrus.Entry) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// pluginFormatter returns the formatter for the plugin's --log-format.
-func pluginFormatter(format string) logrus.Formatter {
+// LogFormatter returns the formatter for the step plugin's --log-format ("text" or "json").
+func LogFormatter(format string) logrus.Formatter {
 	return &hclogFormatter{json: format == "json", text: logrus.TextFormatter{DisableTimestamp: true, DisableColors: true}}
 }

@@ -16,13 +16,13 @@ func TestPluginLogFormat(t *testing.T) {
 	var buf bytes.Buffer
 	l := logrus.New()
 	l.SetOutput(&buf)
-	l.SetFormatter(pluginFormatter("text"))
+	l.SetFormatter(LogFormatter("text"))
 	l.WithField("rollout", "web").Warn("careful")
 	if got := buf.String(); !strings.HasPrefix(got, "[WARN] ") || !strings.Contains(got, `msg=careful`) || !strings.Contains(got, "rollout=web") {
 		t.Errorf("text line %q", got)
 	}
 	buf.Reset()
-	l.SetFormatter(pluginFormatter("json"))
+	l.SetFormatter(LogFormatter("json"))
 	l.WithError(errors.New("boom")).WithField("object", "ConfigMap a").Error("failed")
 	var m map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {

@@ -270,7 +270,7 @@ func TestRPCRoundTrip(t *testing.T) {
 	kube := seededClientset()
 	var logs syncBuffer
 	step := &plugin.Step{Client: clientOf(kube), Log: testLogger(&logs)}
-	p, _ := serve(t, &rpc.StepPlugin{Step: step, Log: testLogger(&logs)})
+	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(&logs)})
 
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
@@ -413,7 +413,7 @@ func TestRPCStatusRoundTrip(t *testing.T) {
 		Log:    testLogger(io.Discard),
 		Now:    func() time.Time { return *now.Load() },
 	}
-	p, _ := serve(t, &rpc.StepPlugin{Step: step, Log: testLogger(io.Discard)})
+	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
 
 	ro := testRollout()
 	ro.Status.CurrentPodHash = "5d6f7a8b9" // the controller has not created this ReplicaSet yet
@@ -471,7 +471,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 		},
 		Log: testLogger(&logs),
 	}
-	p, _ := serve(t, &rpc.StepPlugin{Step: step, Log: testLogger(&logs)})
+	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(&logs)})
 
 	res, rerr := p.Run(testRollout(), stepContext(stepConfig))
 	if !rerr.HasError() {
@@ -507,7 +507,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 func TestRPCPanicWithoutLogger(t *testing.T) {
 	// A StepPlugin built without a logger must still recover (and not panic again in recover).
 	step := &plugin.Step{Client: func() (plugin.Clients, error) { panic("no client") }, Log: testLogger(io.Discard)}
-	p, _ := serve(t, &rpc.StepPlugin{Step: step})
+	p, _ := serve(t, &rpc.Adapter{Step: step})
 	logrus.SetOutput(io.Discard)
 	t.Cleanup(func() { logrus.SetOutput(logrusDefaultOut) })
 	if err := p.InitPlugin(); err.HasError() {
@@ -528,7 +528,7 @@ func TestRPCClientErrorIsRetriable(t *testing.T) {
 		},
 		Log: testLogger(io.Discard),
 	}
-	p, _ := serve(t, &rpc.StepPlugin{Step: step, Log: testLogger(io.Discard)})
+	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
 	res, rerr := p.Run(testRollout(), stepContext(stepConfig))
 	if !rerr.HasError() {
 		t.Fatalf("Run without a client: no RpcError (phase %q, message %q); want an error the controller retries", res.Phase, res.Message)
@@ -543,7 +543,7 @@ func TestRPCClientErrorIsRetriable(t *testing.T) {
 
 func TestRPCClosedConnection(t *testing.T) {
 	step := &plugin.Step{Client: clientOf(seededClientset()), Log: testLogger(io.Discard)}
-	p, proto := serve(t, &rpc.StepPlugin{Step: step, Log: testLogger(io.Discard)})
+	p, proto := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
 	}
@@ -572,7 +572,7 @@ func TestRPCClosedConnection(t *testing.T) {
 // TestPluginMap pins the key the controller dispenses and that the served plugin is the
 // rollouts RpcStepPlugin wrapping our implementation.
 func TestPluginMap(t *testing.T) {
-	impl := &rpc.StepPlugin{}
+	impl := &rpc.Adapter{}
 	m := rpc.PluginMap(impl)
 	if len(m) != 1 {
 		t.Fatalf("PluginMap has %d entries, want 1", len(m))
@@ -589,40 +589,5 @@ func TestPluginMap(t *testing.T) {
 	}
 }
 
-func TestParseArgs(t *testing.T) {
-	o, err := rpc.ParseArgs([]string{"--kubeconfig", "/k", "--qps", "7.5", "--burst", "9", "--log-level", "debug", "--log-format", "json", "--concurrency", "3"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Client.Kubeconfig != "/k" || o.Client.QPS != 7.5 || o.Client.Burst != 9 || o.LogLevel != "debug" || o.LogFormat != "json" || o.Concurrency != 3 {
-		t.Errorf("ParseArgs = %+v", o)
-	}
-	o, err = rpc.ParseArgs(nil, io.Discard)
-	if err != nil || o.Client.QPS != plugin.DefaultQPS || o.Client.Burst != plugin.DefaultBurst || o.Concurrency <= 0 || o.LogLevel != "info" {
-		t.Errorf("ParseArgs(nil) = %+v, %v", o, err)
-	}
-	// The administrator's policy.
-	o, err = rpc.ParseArgs([]string{"--require-opt-in", "--opt-in-selector", "team=shop,revisioned=yes"}, io.Discard)
-	if err != nil || !o.Policy.RequireOptIn || o.Policy.OptIn.String() != "revisioned=yes,team=shop" {
-		t.Errorf("policy args = %+v, %v", o.Policy, err)
-	}
-	if o, _ := rpc.ParseArgs(nil, io.Discard); o.Policy.RequireOptIn || o.Policy.OptIn.String() != plugin.DefaultDiscoverLabel+"=true" {
-		t.Errorf("default policy = %+v", o.Policy)
-	}
-	// Every problem at once, in flag order.
-	_, err = rpc.ParseArgs([]string{"--qps", "0", "--burst", "0", "--opt-in-selector", ""}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--qps 0: must be positive; --burst 0: must be positive; --opt-in-selector \"\" selects every object without a given label") {
-		t.Errorf("all problems: %v", err)
-	}
-	for _, args := range [][]string{{"--qps", "-1"}, {"--qps", "0"}, {"--burst", "0"}, {"--concurrency", "0"}, {"--bogus"}, {"extra"}, {"--opt-in-selector", "a in (b"}} {
-		var stderr bytes.Buffer
-		if _, err := rpc.ParseArgs(args, &stderr); err == nil {
-			t.Errorf("ParseArgs(%q) accepted", args)
-		} else if !strings.Contains(err.Error(), "argo-rollouts-config") {
-			t.Errorf("ParseArgs(%q) error %q does not point at argo-rollouts-config", args, err)
-		}
-	}
-}
-
 // Compile-time: the adapter is what the controller calls.
-var _ rolloutsrpc.StepPlugin = (*rpc.StepPlugin)(nil)
+var _ rolloutsrpc.StepPlugin = (*rpc.Adapter)(nil)

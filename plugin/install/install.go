@@ -1,7 +1,8 @@
-// Package install implements `configmap-attacher install-plugin DIR`: it copies the running
-// executable into DIR so that an initContainer running the configmap-attacher image (which has
-// no shell) can put the plugin into a volume it shares with the Argo Rollouts controller, whose
-// argo-rollouts-config then names it with a file:// location.
+// Package install is the core of `configmap-attacher install-plugin DIR` (the command is
+// cmd.Install in plugin/cmd): it copies the running executable into DIR so that an
+// initContainer running the configmap-attacher image (which has no shell) can put the plugin
+// into a volume it shares with the Argo Rollouts controller, whose argo-rollouts-config then
+// names it with a file:// location.
 //
 // The copy is atomic: the binary is written to a temporary file in DIR, synced, made 0755 and
 // renamed over DIR/configmap-attacher, so the controller never sees a partial file, also when
@@ -26,15 +27,6 @@ const Name = "configmap-attacher"
 // Mode is the installed file's permission bits.
 const Mode fs.FileMode = 0o755
 
-// Usage is printed for bad arguments.
-const Usage = `usage: configmap-attacher install-plugin DIR
-
-Copies this executable to DIR/` + Name + ` (atomically, mode 0755) and exits 0: run it as an
-initContainer of the Argo Rollouts controller with DIR on a volume (an emptyDir) that the
-controller container also mounts, and register the plugin in argo-rollouts-config with
-  location: file://<the controller's mount path>/` + Name + `
-`
-
 // Result describes an installed binary.
 type Result struct {
 	Path   string // DIR/configmap-attacher
@@ -46,31 +38,6 @@ type Result struct {
 type Installer struct {
 	// Executable returns the path of the file to install; os.Executable when nil.
 	Executable func() (string, error)
-}
-
-// Main runs the install-plugin command with the arguments after "install-plugin" and returns
-// the process's exit code: 0 installed, 1 failed, 2 bad arguments.
-func Main(args []string, stdout, stderr io.Writer) int {
-	return (&Installer{}).Main(args, stdout, stderr)
-}
-
-// Main is the package-level Main with this Installer.
-func (in *Installer) Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprint(stdout, Usage)
-		return 0
-	}
-	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
-		fmt.Fprintf(stderr, "install-plugin: want exactly one argument, the directory to install into; got %q\n\n%s", args, Usage)
-		return 2
-	}
-	r, err := in.Install(args[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "install-plugin: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "installed %s (%d bytes, sha256 %s)\n", r.Path, r.Size, r.SHA256)
-	return 0
 }
 
 // Install copies the executable into dir/configmap-attacher atomically with mode 0755.

@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
 // cliRuns is how many runs each command-line leaf times per invocation.
@@ -21,7 +21,7 @@ const cliRuns = 10
 // 2 Secrets), process start included: exec of the built binary (without the plugin cookie) on
 // a Rollout whose status is already current, as the Job's ServiceAccount with exactly
 // examples/job.yaml's Role. fresh clears the references before each run (untimed);
-// idempotent finds them in place. inprocess runs plugin.CLI.Main in the test process (same
+// idempotent finds them in place. inprocess runs cmd.Job.Main in the test process (same
 // flags, new clients each run): the difference is the exec and Go runtime start. version is
 // `configmap-attacher -version`: process start alone.
 func BenchmarkCommandLine(b *testing.B) {
@@ -60,7 +60,7 @@ func BenchmarkCommandLine(b *testing.B) {
 	}
 	inprocess := func() (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		cli := &plugin.CLI{Stdout: &stdout, Stderr: &stderr}
+		cli := &cmd.Job{Stdout: &stdout, Stderr: &stderr}
 		if code := cli.Main(args); code != 0 {
 			return stdout.String(), stderr.String(), &exec.ExitError{}
 		}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
 // snapshot returns the resourceVersion of every ConfigMap, Secret and ReplicaSet in ns.
@@ -110,8 +111,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 	for _, tc := range clis {
 		var out, errb strings.Builder
-		code := (&plugin.CLI{Stdout: &out, Stderr: &errb}).Main(tc.args)
-		if code != plugin.ExitUsage || !strings.Contains(errb.String(), tc.want) {
+		code := (&cmd.Job{Stdout: &out, Stderr: &errb}).Main(tc.args)
+		if code != cmd.ExitUsage || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%s: exit %d, stderr %q, want 2 and %q", tc.name, code, errb.String(), tc.want)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
 
@@ -303,12 +304,12 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 	cli := func(names string) (int, string, time.Duration) {
 		var stdout, stderr syncBuilder
 		start := time.Now()
-		code := (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
+		code := (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
 			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", names, "-kubeconfig", kubeconfig, "-timeout", "5m"})
 		return code, stderr.String(), time.Since(start)
 	}
 	code, stderr, took := cli("cfg,typo")
-	if code != plugin.ExitFail || !strings.Contains(stderr, "refusing to attach ConfigMap typo") || took > 10*time.Second {
+	if code != cmd.ExitFail || !strings.Contains(stderr, "refusing to attach ConfigMap typo") || took > 10*time.Second {
 		t.Errorf("unreferenced: exit %d after %s: %s", code, took, stderr)
 	}
 	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
@@ -321,7 +322,7 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stderr, took = cli("cfg")
-	if code != plugin.ExitFail || !strings.Contains(stderr, "InvalidSpec=True") || !strings.Contains(stderr, "steps[0]: bad") || took > 10*time.Second {
+	if code != cmd.ExitFail || !strings.Contains(stderr, "InvalidSpec=True") || !strings.Contains(stderr, "steps[0]: bad") || took > 10*time.Second {
 		t.Errorf("InvalidSpec: exit %d after %s: %s", code, took, stderr)
 	}
 }
@@ -392,7 +393,7 @@ type cliRun struct {
 func startCLI(args ...string) *cliRun {
 	r := &cliRun{done: make(chan int, 1)}
 	go func() {
-		r.done <- (&plugin.CLI{Stdout: &r.stdout, Stderr: &r.stderr, PollInterval: 200 * time.Millisecond}).Main(args)
+		r.done <- (&cmd.Job{Stdout: &r.stdout, Stderr: &r.stderr, PollInterval: 200 * time.Millisecond}).Main(args)
 	}()
 	return r
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
 
@@ -269,7 +270,7 @@ func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
 	var stdout, stderr strings.Builder
 	go func() {
 		defer close(done)
-		cli := &plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}
+		cli := &cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}
 		code = cli.Main([]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-new", "-secrets", "sec-new", "-kubeconfig", kubeconfig, "-timeout", "60s"})
 	}()
 	// Let it see the stale status for a while.

@@ -11,7 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
 // TestWorkloadRefCommandLine: a Rollout that takes its pod template from a Deployment
@@ -58,7 +58,7 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 	done := make(chan int)
 	var stdout, stderr strings.Builder
 	go func() {
-		done <- (&plugin.CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 100 * time.Millisecond}).Main(
+		done <- (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 100 * time.Millisecond}).Main(
 			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-secrets", "sec", "-kubeconfig", kubeconfig, "-timeout", "30s"})
 	}()
 	time.Sleep(800 * time.Millisecond)

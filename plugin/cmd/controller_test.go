@@ -1,4 +1,4 @@
-package controller
+package cmd
 
 import (
 	"bytes"
@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
-
-	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test at once.
@@ -43,10 +41,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func testCommand(env map[string]string, crd bool) (*command, *syncBuffer, *syncBuffer) {
+func testController(env map[string]string, crd bool) (*Controller, *syncBuffer, *syncBuffer) {
 	var out, errb syncBuffer
-	return &command{stdout: &out, stderr: &errb,
-		getenv:   func(k string) string { return env[k] },
+	return &Controller{Stdout: &out, Stderr: &errb,
+		Getenv:   func(k string) string { return env[k] },
 		readFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
 		clients: func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
 			k := fake.NewClientset()
@@ -74,12 +72,12 @@ current-context: c
 }
 
 // Every problem is reported at once, then the usage; exit 2.
-func TestFlagProblems(t *testing.T) {
-	c, _, errb := testCommand(nil, true)
+func TestControllerFlagProblems(t *testing.T) {
+	c, _, errb := testController(nil, true)
 	code := c.main([]string{"-selector", "", "-workloads", "rollouts,statefulsets", "-namespaces", "Shop,a,a",
 		"-leader-election-lease-duration", "5s", "-leader-election-renew-deadline", "10s", "-workers", "0",
 		"-metrics-addr", "8080", "-log-format", "xml", "extra"})
-	if code != plugin.ExitUsage {
+	if code != ExitUsage {
 		t.Errorf("exit %d, want 2", code)
 	}
 	for _, want := range []string{
@@ -100,19 +98,19 @@ func TestFlagProblems(t *testing.T) {
 		}
 	}
 	for _, sel := range []string{"", " ", "!", "!configmap-attacher/revisioned", "team!=a", "team notin (a)"} {
-		c, _, errb := testCommand(nil, true)
-		if code := c.main([]string{"-leader-elect=false", "-selector", sel}); code != plugin.ExitUsage {
+		c, _, errb := testController(nil, true)
+		if code := c.main([]string{"-leader-elect=false", "-selector", sel}); code != ExitUsage {
 			t.Errorf("-selector %q: exit %d, want 2: %s", sel, code, errb.String())
 		}
 	}
-	c, _, _ = testCommand(nil, true)
-	if code := c.main([]string{"-help"}); code != plugin.ExitOK {
+	c, _, _ = testController(nil, true)
+	if code := c.main([]string{"-help"}); code != ExitOK {
 		t.Errorf("-help: exit %d", code)
 	}
 }
 
 // runFor runs the command until it reports ready, then stops it.
-func runFor(t *testing.T, c *command, args ...string) (int, string) {
+func runFor(t *testing.T, c *Controller, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -121,7 +119,7 @@ func runFor(t *testing.T, c *command, args ...string) (int, string) {
 	go func() {
 		done <- c.main(append([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0"}, args...))
 	}()
-	errb := c.stderr.(*syncBuffer)
+	errb := c.Stderr.(*syncBuffer)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
@@ -141,35 +139,35 @@ func runFor(t *testing.T, c *command, args ...string) (int, string) {
 	}
 }
 
-func TestRolloutCRDMissing(t *testing.T) {
-	c, _, _ := testCommand(nil, false)
+func TestControllerRolloutCRDMissing(t *testing.T) {
+	c, _, _ := testController(nil, false)
 	code, log := runFor(t, c, "-leader-elect=false")
-	if code != plugin.ExitOK || !strings.Contains(log, "watching Deployments only") || !strings.Contains(log, "workloads=Deployments") {
+	if code != ExitOK || !strings.Contains(log, "watching Deployments only") || !strings.Contains(log, "workloads=Deployments") {
 		t.Errorf("defaulted -workloads without the CRD: exit %d\n%s", code, log)
 	}
-	c, _, _ = testCommand(nil, false)
+	c, _, _ = testController(nil, false)
 	code, log = runFor(t, c, "-leader-elect=false", "-workloads", "rollouts")
-	if code != plugin.ExitFail || !strings.Contains(log, "-workloads names rollouts but the Rollout CRD (rollouts.argoproj.io) is not installed") {
+	if code != ExitFail || !strings.Contains(log, "-workloads names rollouts but the Rollout CRD (rollouts.argoproj.io) is not installed") {
 		t.Errorf("explicit rollouts without the CRD: exit %d\n%s", code, log)
 	}
-	c, _, _ = testCommand(nil, true)
+	c, _, _ = testController(nil, true)
 	code, log = runFor(t, c, "-leader-elect=false")
-	if code != plugin.ExitOK || !strings.Contains(log, `workloads="Rollouts,Deployments"`) {
+	if code != ExitOK || !strings.Contains(log, `workloads="Rollouts,Deployments"`) {
 		t.Errorf("with the CRD: exit %d\n%s", code, log)
 	}
 }
 
 // In a pod the Lease goes to the pod's namespace (POD_NAMESPACE from the downward API, or the
 // service account's namespace file).
-func TestLeaseNamespaceInCluster(t *testing.T) {
-	c, _, _ := testCommand(map[string]string{"POD_NAMESPACE": "cma-system"}, true)
+func TestControllerLeaseNamespaceInCluster(t *testing.T) {
+	c, _, _ := testController(map[string]string{"POD_NAMESPACE": "cma-system"}, true)
 	code, log := runFor(t, c, "-leader-election-lease-duration", "2s", "-leader-election-renew-deadline", "1s", "-leader-election-retry-period", "200ms")
-	if code != plugin.ExitOK || !strings.Contains(log, "lease=cma-system/configmap-attacher") {
+	if code != ExitOK || !strings.Contains(log, "lease=cma-system/configmap-attacher") {
 		t.Errorf("exit %d\n%s", code, log)
 	}
 }
 
-func TestTransientDiscovery(t *testing.T) {
+func TestControllerTransientDiscovery(t *testing.T) {
 	for err, want := range map[error]bool{
 		errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"):                       true,
 		apierrors.NewServiceUnavailable("starting"):                                              true,

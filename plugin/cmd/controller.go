@@ -1,4 +1,4 @@
-package controller
+package cmd
 
 import (
 	"context"
@@ -28,10 +28,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
 )
 
-// Usage is the synopsis printed with -help and on bad flags.
-const Usage = `Usage: configmap-attacher controller [-kubeconfig PATH] [-namespaces a,b] [-selector configmap-attacher/revisioned=true]
+// controllerUsage is the synopsis printed with -help and on bad flags.
+const controllerUsage = `Usage: configmap-attacher controller [-kubeconfig PATH] [-namespaces a,b] [-selector configmap-attacher/revisioned=true]
     [-workloads rollouts,deployments] [-leader-elect=true] [-leader-election-namespace NS] [-leader-election-id configmap-attacher]
     [-leader-election-lease-duration 15s] [-leader-election-renew-deadline 10s] [-leader-election-retry-period 2s]
     [-metrics-addr :8080] [-health-addr :8081] [-qps 50] [-burst 100] [-workers 4] [-resync 10m] [-dry-run]
@@ -45,16 +46,17 @@ ReplicaSet in history needs it. Removing the label later removes no owner refere
 Flags:
 `
 
-// Workload names of -workloads.
+// Workload names of the controller's -workloads.
 const (
-	WorkloadRollouts    = "rollouts"
-	WorkloadDeployments = "deployments"
+	workloadRollouts    = "rollouts"
+	workloadDeployments = "deployments"
 )
 
 // serviceAccountNamespaceFile is where a pod finds its namespace.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-type options struct {
+// controllerOptions are the controller's flags.
+type controllerOptions struct {
 	client                                    plugin.ClientOptions
 	namespaces, selector, workloads           string
 	leaderElect                               bool
@@ -75,22 +77,29 @@ type options struct {
 	deployments bool
 }
 
-// command is Main with its dependencies injectable (tests).
-type command struct {
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	readFile       func(string) ([]byte, error)
+// Controller is `configmap-attacher controller`: the watcher of plugin/controller, with its
+// leader election, metrics and health endpoints.
+type Controller struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads POD_NAMESPACE (default os.Getenv).
+	Getenv func(string) string
+
+	// Tests inject these.
+	readFile func(string) ([]byte, error)
 	// clients builds the API clients from the REST config (tests pass fakes).
 	clients func(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error)
 	// rolloutsInstalled reports whether the Rollout CRD is served.
 	rolloutsInstalled func(cfg *rest.Config) (bool, error)
-	// ctx ends the controller (default: SIGINT or SIGTERM).
+	// ctx ends the controller (Main: SIGINT or SIGTERM).
 	ctx context.Context
 }
 
-// Main runs `configmap-attacher controller` and returns the exit code: 0 after a clean
-// shutdown (SIGTERM), 1 on a failure, 2 on bad usage.
-func Main(args []string, stdout, stderr io.Writer) int {
+// FlagSet returns a fresh flag set with every flag of the controller, writing to Stderr.
+func (c *Controller) FlagSet() *flag.FlagSet { return c.flags(&controllerOptions{}) }
+
+// Main runs `configmap-attacher controller` with the arguments after "controller" and returns
+// the exit code: 0 after a clean shutdown (SIGTERM), 1 on a failure, 2 on bad usage.
+func (c *Controller) Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Informers stream their initial state (watch-list, served by kube-apiserver ≥ 1.32 and
@@ -103,7 +112,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		// examples/controller.yaml, bounds it further).
 		debug.SetGCPercent(50)
 	}
-	return (&command{stdout: stdout, stderr: stderr, getenv: os.Getenv, readFile: os.ReadFile, ctx: ctx}).main(args)
+	run := *c
+	run.ctx = ctx
+	return run.main(args)
 }
 
 // watchListGates turns on client-go's WatchListClient and leaves every other gate as it is.
@@ -113,13 +124,13 @@ func (g watchListGates) Enabled(f clientfeatures.Feature) bool {
 	return f == clientfeatures.WatchListClient || g.Gates.Enabled(f)
 }
 
-func (c *command) flags(o *options) *flag.FlagSet {
+func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.selector, "selector", plugin.DefaultDiscoverLabel+"=true", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
-	fs.StringVar(&o.workloads, "workloads", WorkloadRollouts+","+WorkloadDeployments, "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
+	fs.StringVar(&o.workloads, "workloads", workloadRollouts+","+workloadDeployments, "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader on a Lease; only the leader writes")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace; required with -leader-elect outside a cluster)")
 	fs.StringVar(&o.leID, "leader-election-id", "configmap-attacher", "name of the Lease")
@@ -130,20 +141,20 @@ func (c *command) flags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.healthAddr, "health-addr", ":8081", "address of /healthz and /readyz")
 	fs.Float64Var(&o.qps, "qps", 50, "client-side rate limit of API requests per second")
 	fs.IntVar(&o.client.Burst, "burst", 100, "client-side burst of API requests")
-	fs.IntVar(&o.workers, "workers", DefaultWorkers, "objects reconciled in parallel")
-	fs.DurationVar(&o.resync, "resync", DefaultResync, "interval of the full reconcile of every opted-in object (0: only at start)")
+	fs.IntVar(&o.workers, "workers", controller.DefaultWorkers, "objects reconciled in parallel")
+	fs.DurationVar(&o.resync, "resync", controller.DefaultResync, "interval of the full reconcile of every opted-in object (0: only at start)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log and count the owner references that would be added; write nothing")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.Usage = func() {
-		fmt.Fprint(c.stderr, Usage)
+		fmt.Fprint(c.Stderr, controllerUsage)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
 // validate checks every flag and returns every problem at once.
-func (c *command) validate(o *options, fs *flag.FlagSet) []string {
+func (c *Controller) validate(o *controllerOptions, fs *flag.FlagSet) []string {
 	var problems []string
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", fs.Arg(0)))
@@ -178,12 +189,12 @@ func (c *command) validate(o *options, fs *flag.FlagSet) []string {
 	}
 	for _, w := range wl {
 		switch w {
-		case WorkloadRollouts:
+		case workloadRollouts:
 			if o.rollouts {
 				problems = append(problems, "-workloads: rollouts is listed twice")
 			}
 			o.rollouts = true
-		case WorkloadDeployments:
+		case workloadDeployments:
 			if o.deployments {
 				problems = append(problems, "-workloads: deployments is listed twice")
 			}
@@ -239,59 +250,56 @@ func (c *command) validate(o *options, fs *flag.FlagSet) []string {
 	return problems
 }
 
-func (c *command) podNamespace() string {
-	if ns := strings.TrimSpace(c.getenv("POD_NAMESPACE")); ns != "" {
+func (c *Controller) podNamespace() string {
+	getenv, readFile := c.Getenv, c.readFile
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
 		return ns
 	}
-	if b, err := c.readFile(serviceAccountNamespaceFile); err == nil {
+	if b, err := readFile(serviceAccountNamespaceFile); err == nil {
 		return strings.TrimSpace(string(b))
 	}
 	return ""
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (c *command) main(args []string) int {
-	var o options
+func (c *Controller) main(args []string) int {
+	var o controllerOptions
 	fs := c.flags(&o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return plugin.ExitOK
+			return ExitOK
 		}
-		return plugin.ExitUsage // the flag package printed the problem and the usage
+		return ExitUsage // the flag package printed the problem and the usage
 	}
 	fs.Visit(func(f *flag.Flag) { o.workloadsSet = o.workloadsSet || f.Name == "workloads" })
 	log := logrus.New()
-	log.SetOutput(c.stderr)
+	log.SetOutput(c.Stderr)
 	var problems []string
-	if err := plugin.ConfigureLogger(log, o.logLevel, o.logFormat); err != nil {
+	if err := ConfigureLogger(log, o.logLevel, o.logFormat); err != nil {
 		problems = append(problems, err.Error())
 	}
 	problems = append(problems, c.validate(&o, fs)...)
 	if len(problems) > 0 {
 		for _, p := range problems {
-			fmt.Fprintf(c.stderr, "configmap-attacher controller: %s\n", p)
+			fmt.Fprintf(c.Stderr, "configmap-attacher controller: %s\n", p)
 		}
 		fs.Usage()
-		return plugin.ExitUsage
+		return ExitUsage
 	}
 	if err := c.run(&o, log); err != nil {
 		log.WithError(err).Error("controller stopped")
-		fmt.Fprintf(c.stderr, "configmap-attacher controller: %v\n", err)
-		return plugin.ExitFail
+		fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+		return ExitFail
 	}
-	return plugin.ExitOK
+	return ExitOK
 }
 
-func defaultClients(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
+func defaultControllerClients(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
 	// Protobuf for the typed client (ReplicaSets, Events, the Lease): smaller and cheaper to
 	// decode than JSON. The metadata client negotiates its own (PartialObjectMetadata).
 	kcfg := rest.CopyConfig(cfg)
@@ -329,7 +337,7 @@ func defaultRolloutsInstalled(cfg *rest.Config) (bool, error) {
 	}
 	deadline := time.Now().Add(discoveryPatience)
 	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
-		ok, err := RolloutsServed(dc)
+		ok, err := controller.RolloutsServed(dc)
 		if err == nil || !transientDiscovery(err) || time.Now().Add(wait).After(deadline) {
 			return ok, err
 		}
@@ -350,25 +358,8 @@ func transientDiscovery(err error) bool {
 	return status.Status().Code >= 500 || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err)
 }
 
-// RolloutsServed reports whether the Rollout CRD is installed (argoproj.io/v1alpha1 rollouts).
-func RolloutsServed(dc discovery.DiscoveryInterface) (bool, error) {
-	rl, err := dc.ServerResourcesForGroupVersion("argoproj.io/v1alpha1")
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discovering argoproj.io/v1alpha1: %w", err)
-	}
-	for _, r := range rl.APIResources {
-		if r.Name == "rollouts" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-func (c *command) run(o *options, log *logrus.Logger) error {
-	m := NewMetrics()
+func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
+	m := controller.NewMetrics()
 	cfg, err := plugin.RESTConfig(o.client)
 	if err != nil {
 		return err
@@ -377,7 +368,7 @@ func (c *command) run(o *options, log *logrus.Logger) error {
 	m.CountRequests(cfg)
 	newClients, installed := c.clients, c.rolloutsInstalled
 	if newClients == nil {
-		newClients = defaultClients
+		newClients = defaultControllerClients
 	}
 	if installed == nil {
 		installed = defaultRolloutsInstalled
@@ -402,15 +393,15 @@ func (c *command) run(o *options, log *logrus.Logger) error {
 		}
 	}
 	entry := log.WithField("component", "controller")
-	ccfg := Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.nsList, Selector: o.sel,
+	ccfg := controller.Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.nsList, Selector: o.sel,
 		Rollouts: o.rollouts, Deployments: o.deployments, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun,
 		Log: entry, Metrics: m, FreeMemoryAfterSync: true}
 	if o.leaderElect {
 		host, _ := os.Hostname()
-		ccfg.LeaderElection = &LeaderElection{Namespace: o.leNamespace, ID: o.leID, Identity: host + "_" + uuid.NewString(),
+		ccfg.LeaderElection = &controller.LeaderElection{Namespace: o.leNamespace, ID: o.leID, Identity: host + "_" + uuid.NewString(),
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod}
 	}
-	ctl, err := New(ccfg)
+	ctl, err := controller.New(ccfg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,205 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// Job is the command-line (Job) mode: the original tool's interface on the same core
+// (plugin.WaitAndAttach).
+type Job struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads VERSION and JOB_NAME, which are only logged (nil: both empty).
+	Getenv func(string) string
+	// NewClients builds the clients (default plugin.NewClients; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (plugin.Clients, error)
+	// PollInterval is the pause between checks while waiting (default 2s).
+	PollInterval time.Duration
+}
+
+// jobOptions are the Job's flags.
+type jobOptions struct {
+	rollout, namespace, configMaps, secrets string
+	allowUnreferenced, version, dryRun      bool
+	discover                                bool
+	selector                                string
+	requireOptIn                            bool
+	optInSelector, expectAnnotation         string
+	timeout                                 time.Duration
+	client                                  plugin.ClientOptions
+	logLevel, logFormat                     string
+}
+
+const jobUsage = "Usage: configmap-attacher -rollout NAME -namespace NS [-configmaps a,b] [-secrets c,d] [flags]\n\n" +
+	"Waits until the Argo Rollouts controller has created the ReplicaSet of the Rollout's current\n" +
+	"pod template, then adds it as an owner of each listed ConfigMap and Secret.\n\nFlags:\n"
+
+// FlagSet returns a fresh flag set with every flag of the Job, writing to Stderr.
+func (c *Job) FlagSet() *flag.FlagSet { return c.flags(&jobOptions{}) }
+
+func (c *Job) flags(o *jobOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollout and of its ConfigMaps and Secrets (required)")
+	fs.StringVar(&o.configMaps, "configmaps", "", "comma-separated ConfigMap names, e.g. web-config-7f9c2,web-env-b41d0")
+	fs.StringVar(&o.secrets, "secrets", "", "comma-separated Secret names")
+	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
+	fs.BoolVar(&o.discover, "discover", false, "also attach every opted-in object (see -selector) that any ReplicaSet of the Rollout still in history references")
+	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+plugin.DefaultDiscoverLabel+"=true)")
+	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "refuse to write an owner reference on any object that does not match -opt-in-selector (listed objects that do not fail the run; discovery adopts only matching ones)")
+	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
+	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
+	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
+	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprint(c.Stderr, jobUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Main runs the command line and returns the exit code: 0 attached (or -version, -help),
+// 1 failed or timed out, 2 bad usage.
+func (c *Job) Main(args []string) int {
+	var o jobOptions
+	fs := c.flags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage // the flag package has printed the problem and the usage
+	}
+	if o.version {
+		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
+		return ExitOK
+	}
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	if err := ConfigureLogger(log, o.logLevel, o.logFormat); err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		return ExitUsage
+	}
+	req, problems := o.validate(fs.Args())
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(c.Stderr, "configmap-attacher: %s\n", p)
+		}
+		fmt.Fprintf(c.Stderr, "Run configmap-attacher -help for usage.\n")
+		return ExitUsage
+	}
+	getenv := c.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	// VERSION and JOB_NAME are only logged, for the audit trail; neither is required.
+	entry := log.WithFields(logrus.Fields{"rollout": o.rollout, "namespace": o.namespace})
+	entry.WithFields(logrus.Fields{"version": plugin.Version, "VERSION": getenv("VERSION"), "jobName": getenv("JOB_NAME"),
+		"configMaps": req.Config.ConfigMaps, "secrets": req.Config.Secrets}).Info("starting configmap-attacher")
+
+	newClients := c.NewClients
+	if newClients == nil {
+		newClients = plugin.NewClients
+	}
+	cl, err := newClients(o.client)
+	if err != nil {
+		entry.Error(err)
+		return ExitFail
+	}
+	req.Clients, req.Log, req.PollInterval = cl, entry, c.PollInterval
+	msg, err := plugin.WaitAndAttach(context.Background(), req)
+	if err != nil {
+		entry.Error(err)
+		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		return ExitFail
+	}
+	entry.Info(msg)
+	fmt.Fprintln(c.Stdout, msg)
+	return ExitOK
+}
+
+// validate turns the flags and the remaining arguments into the core's request; it returns
+// every problem at once.
+func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
+	var problems []string
+	if len(rest) > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags, e.g. -configmaps %s", rest[0], rest[0]))
+	}
+	if o.rollout == "" {
+		problems = append(problems, "-rollout is required: the name of the Rollout")
+	}
+	if o.namespace == "" {
+		problems = append(problems, "-namespace is required: the namespace of the Rollout and its ConfigMaps")
+	}
+	cfg := plugin.Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: plugin.Duration{Duration: o.timeout}, DryRun: o.dryRun}
+	if o.discover {
+		cfg.Discover = &plugin.Discover{}
+		if o.selector != "" {
+			sel, err := metav1.ParseToLabelSelector(o.selector)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
+			} else {
+				cfg.Discover.Selector = sel
+				if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && !plugin.Positive(s) {
+					problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, plugin.NotPositive))
+				}
+			}
+		}
+	} else if o.selector != "" {
+		problems = append(problems, "-selector only applies with -discover")
+	}
+	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 && !o.discover {
+		problems = append(problems, "nothing to attach: give -configmaps and/or -secrets, e.g. -configmaps web-config-7f9c2, or -discover")
+	}
+	problems = append(problems, plugin.ValidateNames("-configmaps", cfg.ConfigMaps)...)
+	problems = append(problems, plugin.ValidateNames("-secrets", cfg.Secrets)...)
+	if o.timeout < time.Second {
+		problems = append(problems, fmt.Sprintf("-timeout %s: must be at least 1s (the waits poll every 2s), e.g. -timeout 5m", o.timeout))
+	}
+	req := plugin.JobRequest{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn}}
+	if sel, err := labels.Parse(o.optInSelector); err != nil {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
+	} else if !plugin.Positive(sel) {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q %s", o.optInSelector, plugin.NotPositive))
+	} else {
+		req.Policy.OptIn = sel
+	}
+	if o.expectAnnotation != "" {
+		k, v, ok := strings.Cut(o.expectAnnotation, "=")
+		if !ok || k == "" {
+			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: want KEY=VALUE, e.g. -expect-template-annotation example.com/release=42", o.expectAnnotation))
+		} else if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: %q is not an annotation key: %s", o.expectAnnotation, k, strings.Join(errs, "; ")))
+		} else {
+			req.ExpectTemplateAnnotation = plugin.TemplateAnnotation{Key: k, Value: v}
+		}
+	}
+	return req, problems
+}
+
+// splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package cmd
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/rpc"
+)
+
+// StepPlugin is the step plugin as the Argo Rollouts controller starts it
+// (ARGO_ROLLOUTS_RPC_PLUGIN=step): it reads the plugin's args from argo-rollouts-config
+// (stepPlugins[].args), then serves plugin.Step over go-plugin (rpc.Serve) until the
+// controller stops it.
+type StepPlugin struct {
+	// Stderr must be the process's original standard error: go-plugin swaps os.Stderr for a
+	// pipe nobody reads once it serves, so the logger is bound to the real file first.
+	Stderr io.Writer
+}
+
+// stepPluginOptions are the plugin's args, e.g. ["--log-level", "debug", "--require-opt-in"].
+type stepPluginOptions struct {
+	Client      plugin.ClientOptions
+	LogLevel    string
+	LogFormat   string
+	Concurrency int
+	// Policy is --require-opt-in and --opt-in-selector. Plugin args live in
+	// argo-rollouts-config, which only cluster administrators change, so a Rollout's author
+	// cannot turn the policy off.
+	Policy plugin.Policy
+
+	qps   float64
+	optIn string
+}
+
+const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-attacher as a step plugin with the args of\n" +
+	"stepPlugins[].args in argo-rollouts-config, e.g. [\"--log-level\", \"debug\", \"--require-opt-in\"].\n\nFlags:\n"
+
+// FlagSet returns a fresh flag set with every flag of the step plugin, writing to Stderr.
+func (c *StepPlugin) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{}) }
+
+func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.Client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	fs.Float64Var(&o.qps, "qps", plugin.DefaultQPS, "client-side queries per second to the apiserver")
+	fs.IntVar(&o.Client.Burst, "burst", plugin.DefaultBurst, "client-side burst of requests to the apiserver")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
+	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
+	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
+	fs.StringVar(&o.optIn, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), stepPluginUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse reads and validates the plugin's args. It reports every problem at once: first those
+// the flag package finds, in the order of the args (parsing goes on after each), then the
+// values, in flag order.
+func (c *StepPlugin) parse(args []string) (stepPluginOptions, error) {
+	var o stepPluginOptions
+	fs := c.flags(&o)
+	var problems []string
+	fs.SetOutput(io.Discard) // each problem once, below; the usage once
+	// A value the flag package rejects leaves the flag as it was, so that it is reported once
+	// (by the flag package) and not again by validate (strconv's zero).
+	fs.VisitAll(func(f *flag.Flag) { f.Value = keepOnError{f.Value} })
+	rest := args
+	for {
+		err := fs.Parse(rest)
+		if err == nil {
+			break
+		}
+		problems = append(problems, err.Error())
+		if next := fs.Args(); len(next) < len(rest) {
+			rest = next
+		} else {
+			rest = rest[1:] // a bad flag syntax is not consumed by the flag package
+		}
+	}
+	fs.SetOutput(c.Stderr)
+	if len(problems) > 0 {
+		fs.Usage()
+	}
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	problems = append(problems, o.validate()...)
+	if len(problems) > 0 {
+		return o, fmt.Errorf("plugin args in argo-rollouts-config: %s", strings.Join(problems, "; "))
+	}
+	return o, nil
+}
+
+// keepOnError is a flag.Value that keeps its value when Set fails.
+type keepOnError struct{ flag.Value }
+
+func (v keepOnError) Set(s string) error {
+	before := v.String()
+	err := v.Value.Set(s)
+	if err != nil {
+		_ = v.Value.Set(before)
+	}
+	return err
+}
+
+// IsBoolFlag keeps boolean flags usable without a value (-require-opt-in).
+func (v keepOnError) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// validate checks the values in flag order and returns every problem.
+func (o *stepPluginOptions) validate() []string {
+	var problems []string
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"--qps", o.qps}, {"--burst", float64(o.Client.Burst)}} {
+		if p.v <= 0 {
+			problems = append(problems, fmt.Sprintf("%s %v: must be positive", p.name, p.v))
+		}
+	}
+	if err := ConfigureLogger(logrus.New(), o.LogLevel, "text"); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := ConfigureLogger(logrus.New(), "info", o.LogFormat); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if o.Concurrency <= 0 {
+		problems = append(problems, fmt.Sprintf("--concurrency %v: must be positive", o.Concurrency))
+	}
+	if sel, err := labels.Parse(o.optIn); err != nil {
+		problems = append(problems, fmt.Sprintf("--opt-in-selector %q: %v", o.optIn, err))
+	} else if !plugin.Positive(sel) {
+		problems = append(problems, fmt.Sprintf("--opt-in-selector %q %s", o.optIn, plugin.NotPositive))
+	} else {
+		o.Policy.OptIn = sel
+	}
+	o.Client.QPS = float32(o.qps)
+	return problems
+}
+
+// Main reads the args and serves until the controller stops the plugin; it returns 2 for bad
+// args (the reason on Stderr, which the controller logs) and 0 after serving.
+func (c *StepPlugin) Main(args []string) int {
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	o, err := c.parse(args)
+	if err != nil {
+		log.Error(err)
+		return ExitUsage
+	}
+	if err := ConfigureLogger(log, o.LogLevel, o.LogFormat); err != nil { // validated: cannot fail
+		log.Error(err)
+		return ExitUsage
+	}
+	log.SetFormatter(rpc.LogFormatter(o.LogFormat))
+	entry := log.WithField("plugin", "configmap-attacher")
+	client := plugin.LazyClient(o.Client)
+	// Events are sent in the background: a step's latency does not include them.
+	events := plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: entry}, 64, entry)
+	step := &plugin.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
+	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String()}).Info("policy")
+	rpc.Serve(step, entry)
+	return ExitOK
+}

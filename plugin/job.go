@@ -1,0 +1,236 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// JobRBACHint is the example RBAC of the command-line (Job) mode.
+const JobRBACHint = "examples/job.yaml"
+
+// DefaultPollInterval is the Job's pause between checks while it waits.
+const DefaultPollInterval = 2 * time.Second
+
+// JobRequest is one run of the command-line (Job) mode: attach Config's objects to the
+// ReplicaSet of the current pod template of Rollout Namespace/Rollout once the Argo Rollouts
+// controller has created it.
+type JobRequest struct {
+	Clients   Clients
+	Namespace string
+	Rollout   string
+	// Config holds the objects, allowUnreferenced, discover, dryRun and the timeout of the
+	// whole wait (Config.Timeout; DefaultTimeout when zero).
+	Config Config
+	Policy Policy
+	// ExpectTemplateAnnotation, when its Key is set, counts the Rollout as settled only once
+	// its pod template (for workloadRef, the Deployment's) carries that annotation and value.
+	ExpectTemplateAnnotation TemplateAnnotation
+	Log                      logrus.FieldLogger
+	// PollInterval is the pause between checks (DefaultPollInterval when zero).
+	PollInterval time.Duration
+}
+
+// TemplateAnnotation is an annotation KEY=VALUE a pod template must carry.
+type TemplateAnnotation struct{ Key, Value string }
+
+// WaitAndAttach is the Job mode: it polls until the Rollout's new ReplicaSet is there, then
+// attaches, and returns the message to print ("attached 2 ConfigMaps to ReplicaSet web-7f9c2d
+// of Rollout shop/web"). Run as an Argo CD Sync hook that may start before the new spec is
+// applied, it therefore waits for the new ReplicaSet instead of attaching to the previous one.
+// Unless DryRun, it records an event on the Rollout (Attached or AttachFailed) before it
+// returns. Errors are permanent problems (IsPermanent) or the timeout naming what it waited for.
+func WaitAndAttach(ctx context.Context, r JobRequest) (string, error) {
+	log := r.Log
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	cfg := r.Config
+	if cfg.Timeout.Duration <= 0 {
+		cfg.Timeout.Duration = DefaultTimeout
+	}
+	interval := r.PollInterval
+	if interval <= 0 {
+		interval = DefaultPollInterval
+	}
+	cl := r.Clients
+	w := &waiter{attacher: &Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: JobRBACHint},
+		rollouts: cl.Rollouts, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
+		events: &APIEvents{Client: func() (Clients, error) { return cl, nil }, Log: log}}
+	return w.run(ctx, interval)
+}
+
+// ValidateNames checks object names given for field (a flag such as -configmaps): each must be
+// an object name in the Rollout's namespace, listed once. It returns every problem.
+func ValidateNames(field string, names []string) []string { return validateNames(field, names) }
+
+// waiter polls until the Rollout's new ReplicaSet is there and uses every listed object,
+// then attaches (WaitAndAttach).
+type waiter struct {
+	attacher *Attacher
+	rollouts rolloutsclient.Interface
+	cfg      Config
+	policy   Policy
+	expect   TemplateAnnotation
+	ns, name string
+	log      logrus.FieldLogger
+	reason   string // why we are still waiting, for the timeout message
+	events   EventRecorder
+	rollout  *v1alpha1.Rollout // last seen, for events
+}
+
+func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout.Duration)
+	defer cancel()
+	var msg string
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		done, m, err := w.try(ctx)
+		switch {
+		case err == nil:
+			msg = m
+			return done, nil
+		case IsPermanent(err):
+			return false, err
+		default:
+			w.reason = err.Error()
+			w.log.WithError(err).Warn("transient error; retrying")
+			return false, nil
+		}
+	})
+	if err != nil && !IsPermanent(err) {
+		err = fmt.Errorf("timed out after %s waiting for %s", w.cfg.Timeout.Duration, w.reason)
+	}
+	if w.rollout != nil && !w.cfg.DryRun {
+		// Synchronous: the process has written its events when it exits.
+		if err != nil {
+			w.events.Event(w.rollout, corev1.EventTypeWarning, ReasonAttachFailed, err.Error())
+		} else {
+			w.events.Event(w.rollout, corev1.EventTypeNormal, ReasonAttached, msg)
+		}
+	}
+	return msg, err
+}
+
+func (w *waiter) waitFor(reason string) (bool, string, error) {
+	if reason != w.reason {
+		w.log.Info("waiting for " + reason)
+	}
+	w.reason = reason
+	return false, "", nil
+}
+
+func (w *waiter) try(ctx context.Context) (bool, string, error) {
+	var ro *v1alpha1.Rollout
+	err := w.attacher.call(ctx, func(ctx context.Context) error {
+		var err error
+		ro, err = w.rollouts.ArgoprojV1alpha1().Rollouts(w.ns).Get(ctx, w.name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
+	case apierrors.IsForbidden(err):
+		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+JobRBACHint, w.ns, w.name, apiMessage(err))}
+	case err != nil:
+		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
+	}
+	w.rollout = ro
+	for _, c := range ro.Status.Conditions {
+		if c.Type == v1alpha1.InvalidSpec && c.Status == corev1.ConditionTrue {
+			return false, "", &FailError{fmt.Sprintf("Rollout %s/%s has condition InvalidSpec=True (%s: %s): the controller will not create its ReplicaSet until the spec is fixed", w.ns, w.name, c.Reason, c.Message)}
+		}
+	}
+	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
+		return w.waitFor(fmt.Sprintf("the Rollouts controller to observe generation %d of Rollout %s/%s (observed: %q)", ro.Generation, w.ns, w.name, ro.Status.ObservedGeneration))
+	}
+	wl := Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	resolved := ro
+	if ro.Spec.WorkloadRef != nil {
+		d, wait, err := w.workload(ctx, ro)
+		if err != nil || wait != "" {
+			if wait != "" {
+				return w.waitFor(wait)
+			}
+			return false, "", err
+		}
+		// The controller's own view: the Deployment's template and selector stand in for the
+		// Rollout's (as its workloadRef resolution does).
+		resolved = ro.DeepCopy()
+		resolved.Spec.Template = d.Spec.Template
+		if wl.Selector == nil {
+			wl.Selector = d.Spec.Selector
+		}
+	}
+	if w.expect.Key != "" {
+		if v, ok := resolved.Spec.Template.Annotations[w.expect.Key]; !ok || v != w.expect.Value {
+			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
+		}
+	}
+	rss, err := w.attacher.ListReplicaSets(ctx, wl)
+	if err != nil {
+		return false, "", err
+	}
+	target := NewReplicaSet(resolved, rss)
+	if target == nil {
+		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
+	}
+	// The ReplicaSet of the current spec exists: the rule table decides at once.
+	req := Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(),
+		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun}
+	if w.cfg.Discover != nil {
+		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {
+			return false, "", &FailError{"-selector: " + err.Error()}
+		}
+	}
+	res, err := w.attacher.Reconcile(ctx, req)
+	for _, warn := range res.Warnings {
+		w.log.Warn(warn)
+	}
+	if err != nil {
+		return false, "", err
+	}
+	where := " of Rollout " + w.ns + "/" + w.name
+	if w.cfg.DryRun {
+		return true, res.Message + " (Rollout " + w.ns + "/" + w.name + ")", nil
+	}
+	// "attached 2 ConfigMaps to ReplicaSet web-7f9c2d of Rollout shop/web; …", as the original tool said.
+	return true, strings.Replace(res.Message, "to ReplicaSet "+target.Name, "to ReplicaSet "+target.Name+where, 1), nil
+}
+
+// workload checks a workloadRef Rollout: the controller must have observed the Deployment's
+// latest generation, and the Deployment supplies the selector when the Rollout has none.
+func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*appsv1.Deployment, string, error) {
+	wr := ro.Spec.WorkloadRef
+	if wr.Kind != "Deployment" {
+		return nil, "", &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
+	}
+	var d *appsv1.Deployment
+	err := w.attacher.call(ctx, func(ctx context.Context) error {
+		var err error
+		d, err = w.attacher.Client.AppsV1().Deployments(ro.Namespace).Get(ctx, wr.Name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, wr.Name), nil
+	case apierrors.IsForbidden(err):
+		return nil, "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+JobRBACHint, ro.Namespace, wr.Name, apiMessage(err))}
+	case err != nil:
+		return nil, "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, wr.Name, err)
+	}
+	if ro.Status.WorkloadObservedGeneration != strconv.FormatInt(d.Generation, 10) {
+		return nil, fmt.Sprintf("the Rollouts controller to observe generation %d of Deployment %s/%s (observed: %q)", d.Generation, ro.Namespace, wr.Name, ro.Status.WorkloadObservedGeneration), nil
+	}
+	return d, "", nil
+}

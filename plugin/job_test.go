@@ -1,0 +1,159 @@
+package plugin
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// jobOf is the request the Job's flags make for Rollout shop/web (the default opt-in policy).
+func jobOf(configMaps, secrets []string, timeout time.Duration) JobRequest {
+	return JobRequest{Namespace: testNS, Rollout: "web",
+		Config: Config{ConfigMaps: configMaps, Secrets: secrets, Timeout: Duration{timeout}},
+		Policy: Policy{OptIn: labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"})}}
+}
+
+// runJob runs WaitAndAttach as cmd.Job does and returns its message, what it logged and the
+// error.
+func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, req JobRequest) (string, string, error) {
+	t.Helper()
+	var logs bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&logs)
+	c := clientsOf(kube)
+	c.Rollouts = ro
+	req.Clients, req.PollInterval = c, 10*time.Millisecond
+	req.Log = l.WithFields(logrus.Fields{"rollout": req.Rollout, "namespace": req.Namespace})
+	msg, err := WaitAndAttach(t.Context(), req)
+	return msg, logs.String(), err
+}
+
+// TestJobWaitsForNewReplicaSet: started before the controller caught up (stale status, no
+// new ReplicaSet), it waits and then attaches to the new ReplicaSet only.
+func TestJobWaitsForNewReplicaSet(t *testing.T) {
+	ro := testRollout(oldHash)
+	ro.Generation = 4 // the new spec is applied, the controller has not seen it yet
+	kube := fake.NewClientset(testRS(oldHash, "uid-old", rolloutUID, podSpec([]string{"cfg-old"}, nil)), testCM("cfg-old"), testCM("cfg-new"), testSecret("sec-new"))
+	rc := rolloutsfake.NewSimpleClientset(ro)
+
+	// The controller catches up after a few polls.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = kube.AppsV1().ReplicaSets(testNS).Create(t.Context(), testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, []string{"sec-new"})), metav1.CreateOptions{})
+		r, _ := rc.ArgoprojV1alpha1().Rollouts(testNS).Get(t.Context(), "web", metav1.GetOptions{})
+		r.Status.ObservedGeneration = "4"
+		r.Status.CurrentPodHash = curHash
+		_, _ = rc.ArgoprojV1alpha1().Rollouts(testNS).Update(t.Context(), r, metav1.UpdateOptions{})
+	}()
+	msg, logs, err := runJob(t, kube, rc, jobOf([]string{"cfg-new"}, []string{"sec-new"}, 10*time.Second))
+	if err != nil {
+		t.Fatalf("%v: %s", err, logs)
+	}
+	// cmd.Job prints the message as its only line on stdout (cmd TestJobPrintsAndLogs).
+	if want := "attached 1 ConfigMap and 1 Secret to ReplicaSet web-" + curHash + " of Rollout shop/web"; msg != want {
+		t.Errorf("message %q, want %q", msg, want)
+	}
+	if !strings.Contains(logs, "waiting for the Rollouts controller to observe generation 4") {
+		t.Errorf("log lacks the wait: %s", logs)
+	}
+	if !hasOwner(owners(t, kube, KindConfigMap, "cfg-new"), "uid-cur") || !hasOwner(owners(t, kube, KindSecret, "sec-new"), "uid-cur") {
+		t.Error("not attached to the new ReplicaSet")
+	}
+	if len(owners(t, kube, KindConfigMap, "cfg-old")) != 0 {
+		t.Error("touched an unlisted object")
+	}
+	if strings.Contains(logs+msg, "s3cr3t") || strings.Contains(logs+msg, "color: blue") {
+		t.Error("object data was logged")
+	}
+}
+
+func TestJobTimesOut(t *testing.T) {
+	ro := testRollout(curHash)
+	// The ReplicaSet of the current spec exists but no template uses the listed object: the
+	// rule table fails at once instead of waiting for a template change that cannot come.
+	kube := fake.NewClientset(testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("other"))
+	start := time.Now()
+	_, _, err := runJob(t, kube, rolloutsfake.NewSimpleClientset(ro), jobOf([]string{"other"}, nil, time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "refusing to attach ConfigMap other: no ReplicaSet of Rollout shop/web references it") {
+		t.Errorf("error %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s: must not wait out the timeout", d)
+	}
+	if len(owners(t, kube, KindConfigMap, "other")) != 0 {
+		t.Error("wrote on timeout")
+	}
+	// A missing Rollout is waited for too, and the message says so.
+	_, _, err = runJob(t, kube, rolloutsfake.NewSimpleClientset(), jobOf([]string{"other"}, nil, time.Second))
+	if err == nil || !strings.Contains(err.Error(), "waiting for Rollout shop/web to exist") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestJobMissingObjectFails(t *testing.T) {
+	ro := testRollout(curHash)
+	kube := fake.NewClientset(testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)))
+	_, _, err := runJob(t, kube, rolloutsfake.NewSimpleClientset(ro), jobOf([]string{"cfg-new"}, nil, 5*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "not found in namespace shop: ConfigMap cfg-new") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestJobWorkloadRef(t *testing.T) {
+	ro := testRollout(curHash)
+	ro.Spec.Selector = nil
+	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	ro.Status.WorkloadObservedGeneration = "1"
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS, Generation: 2},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	kube := fake.NewClientset(d, testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("cfg-new"))
+	rc := rolloutsfake.NewSimpleClientset(ro)
+	_, logs, err := runJob(t, kube, rc, jobOf([]string{"cfg-new"}, nil, time.Second))
+	if err == nil || !strings.Contains(err.Error(), "observe generation 2 of Deployment shop/web") {
+		t.Fatalf("must wait for the Deployment's generation: %v %s", err, logs)
+	}
+	ro.Status.WorkloadObservedGeneration = "2"
+	_, _ = rc.ArgoprojV1alpha1().Rollouts(testNS).UpdateStatus(t.Context(), ro, metav1.UpdateOptions{})
+	_, logs, err = runJob(t, kube, rc, jobOf([]string{"cfg-new"}, nil, 5*time.Second))
+	if err != nil || !hasOwner(owners(t, kube, KindConfigMap, "cfg-new"), "uid-cur") {
+		t.Errorf("%v: %s", err, logs)
+	}
+}
+
+func TestJobDiscoverAndDryRun(t *testing.T) {
+	kube := historyWorld()
+	rc := rolloutsfake.NewSimpleClientset(testRollout(curHash))
+	req := jobOf(nil, nil, 5*time.Second)
+	req.Config.Discover, req.Config.DryRun = &Discover{}, true
+	out, logs, err := runJob(t, kube, rc, req)
+	if err != nil || !strings.Contains(out, "dry run, nothing written") || !strings.Contains(out, "discover would add 6 owner reference(s)") {
+		t.Fatalf("%v: %s %s", err, out, logs)
+	}
+	if writes(kube) != 0 {
+		t.Fatalf("dry run wrote")
+	}
+	req.Config.DryRun = false
+	out, logs, err = runJob(t, kube, rc, req)
+	if err != nil || !strings.Contains(out, "discover: added 6 owner reference(s)") {
+		t.Fatalf("%v: %s %s", err, out, logs)
+	}
+	if !hasOwner(owners(t, kube, KindConfigMap, "cfg-1"), "uid-1") {
+		t.Error("first revision not attached")
+	}
+	// The run recorded a Normal event on the Rollout before returning.
+	evs, _ := kube.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].Reason != ReasonAttached {
+		t.Errorf("events %v", evs.Items)
+	}
+}
