@@ -157,7 +157,7 @@ func (d *demo) setup() error {
 	}
 	fmt.Printf("ready in %v\n", since(t0))
 	say("  pid %d; identity: ServiceAccount %s/%s with examples/controller.yaml's RBAC; opted-in objects (%s=true) only; log %s",
-		d.mode.PID(), cluster.ControllerModeNamespace, cluster.ControllerModeServiceAccount, labelRevisioned, d.mode.LogPath)
+		d.mode.PID(), cluster.ControllerModeNamespace, cluster.ControllerModeServiceAccount, cluster.LabelRevisioned, d.mode.LogPath)
 	d.kubelet = cluster.StartFakeKubelet(d.kube)
 	say("fake kubelet started: pods become Ready; a pod whose ConfigMap or Secret is missing gets CreateContainerConfigError")
 	return nil
@@ -185,7 +185,7 @@ func (d *demo) keepRunning() {
 	fmt.Printf("admin kubeconfig: %s\n", kc)
 	fmt.Printf("try:\n")
 	fmt.Printf("  %s --kubeconfig %s get rollout,rs,cm,secret -n default\n", kubectl, kc)
-	fmt.Printf("  %s --kubeconfig %s get cm,secret -n default -l %s=true -o custom-columns='KIND:.kind,NAME:.metadata.name,OWNED BY:.metadata.ownerReferences[*].name'\n", kubectl, kc, labelRevisioned)
+	fmt.Printf("  %s --kubeconfig %s get cm,secret -n default -l %s=true -o custom-columns='KIND:.kind,NAME:.metadata.name,OWNED BY:.metadata.ownerReferences[*].name'\n", kubectl, kc, cluster.LabelRevisioned)
 	fmt.Printf("  %s --kubeconfig %s describe rollout web -n default   # ConfigAttached events\n", kubectl, kc)
 	fmt.Printf("  export KUBECONFIG=%s   # for your own kubectl\n", kc)
 	fmt.Printf("logs: rollouts-controller %s\n      kube-apiserver %s\n", d.ctl.LogPath, d.c.LogPath("kube-apiserver"))

@@ -30,11 +30,8 @@ const (
 	// spotRevision is the revision during whose canary a stable pod is replaced.
 	spotRevision = 3
 
-	labelRevisioned = "configmap-attacher/revisioned"
-	labelApp        = "app"
-	labelRevision   = "demo/revision"
-	podHashLabel    = v1alpha1.DefaultRolloutUniqueLabelKey
-	revisionAnnot   = "rollout.argoproj.io/revision"
+	labelRevision = "demo/revision"
+	revisionAnnot = "rollout.argoproj.io/revision"
 
 	stepTimeout = 60 * time.Second
 	waitTimeout = 60 * time.Second
@@ -76,7 +73,7 @@ func (r *revision) objects() []cluster.ConfigRef {
 func (r *revision) template() corev1.PodTemplateSpec {
 	no := false
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: appName}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: appName}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
 			Containers: []corev1.Container{{
@@ -139,7 +136,7 @@ func (d *demo) revision1() error {
 		ObjectMeta: metav1.ObjectMeta{Name: appName, Namespace: namespace},
 		Spec: v1alpha1.RolloutSpec{
 			Replicas: &n, RevisionHistoryLimit: &lim,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: appName}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: appName}},
 			Template: r.template(),
 			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: r.steps()}},
 		},
@@ -234,7 +231,7 @@ func (d *demo) spotReplacement(n int) error {
 			return fmt.Errorf("the prune deleted %s, which the stable ReplicaSet %s uses: it should have been owned", o, stable.rs.Name)
 		}
 	}
-	sel := labels.SelectorFromSet(map[string]string{podHashLabel: stable.rs.Labels[podHashLabel]}).String()
+	sel := labels.SelectorFromSet(map[string]string{cluster.RolloutsHashLabel: stable.rs.Labels[cluster.RolloutsHashLabel]}).String()
 	var old corev1.Pod
 	if err := d.waitFor(waitTimeout, "one running pod of the stable ReplicaSet", func() (bool, string, error) {
 		pods, err := d.livePods(sel)
@@ -386,7 +383,7 @@ func (d *demo) promoteAndCollect(n int) error {
 
 // createConfig creates revision r's ConfigMap and Secret.
 func (d *demo) createConfig(r *revision) error {
-	l := map[string]string{labelRevisioned: "true", labelApp: appName, labelRevision: strconv.Itoa(r.n)}
+	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: appName, labelRevision: strconv.Itoa(r.n)}
 	if _, err := d.kube.CoreV1().ConfigMaps(namespace).Create(d.ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: r.cm, Labels: l}, Data: r.cmData}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create ConfigMap %s: %w", r.cm, err)
@@ -430,7 +427,7 @@ func (d *demo) rollout() (*v1alpha1.Rollout, error) {
 // replicaSets lists the ReplicaSets whose controller is the Rollout.
 func (d *demo) replicaSets(ro *v1alpha1.Rollout) ([]appsv1.ReplicaSet, error) {
 	list, err := d.kube.AppsV1().ReplicaSets(namespace).List(d.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{labelApp: appName}).String()})
+		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: appName}).String()})
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +488,7 @@ func (d *demo) healthy(r *revision) (bool, string, error) {
 		return false, rolloutState(ro) + "; no ReplicaSet for the revision yet", nil
 	}
 	r.rs = rs
-	h := rs.Labels[podHashLabel]
+	h := rs.Labels[cluster.RolloutsHashLabel]
 	ok := observed(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
 		ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == replicas
 	return ok, fmt.Sprintf("%s; ReplicaSet %s available %d", rolloutState(ro), rs.Name, rs.Status.AvailableReplicas), nil
@@ -560,7 +557,7 @@ func (d *demo) waitPaused(r *revision, index int32) error {
 		}
 		var canaryReady, stableReady int32 = -1, -1
 		for _, rs := range rss {
-			switch h := rs.Labels[podHashLabel]; {
+			switch h := rs.Labels[cluster.RolloutsHashLabel]; {
 			case h == ro.Status.StableRS:
 				stableReady = rs.Status.ReadyReplicas
 			case h == ro.Status.CurrentPodHash:
@@ -641,7 +638,7 @@ func (d *demo) checkOwned(r *revision) error {
 // current ("no longer in Git") that carry no owner reference: Argo CD does not prune objects
 // with owner references. It returns what it kept and what it deleted.
 func (d *demo) pruneLikeArgoCD(current int) (kept, deleted []string, err error) {
-	sel := labels.SelectorFromSet(map[string]string{labelRevisioned: "true", labelApp: appName}).String()
+	sel := labels.SelectorFromSet(map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: appName}).String()
 	cms, err := d.kube.CoreV1().ConfigMaps(namespace).List(d.ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, nil, err
@@ -754,7 +751,7 @@ func (d *demo) snapshot() (snapshot, error) {
 		if rs.Spec.Replicas != nil {
 			v.Replicas = *rs.Spec.Replicas
 		}
-		switch h := rs.Labels[podHashLabel]; {
+		switch h := rs.Labels[cluster.RolloutsHashLabel]; {
 		case h == ro.Status.StableRS:
 			v.Role = "stable"
 		case h == ro.Status.CurrentPodHash:

@@ -147,7 +147,7 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 
 	// The first adoption.
 	var adopted time.Duration
-	eventually(t, ctx, "web-config-1 owned by ReplicaSet "+rs.Name, func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "web-config-1 owned by ReplicaSet "+rs.Name, func() (bool, string) {
 		cm, err := cs.CoreV1().ConfigMaps(app).Get(ctx, "web-config-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -166,21 +166,21 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 
 	// The lease, readiness, the chart's pods Ready (fake kubelet), and the scrape.
 	lease := d.Name // leaderElection.id defaults to the full name
-	eventually(t, ctx, "lease "+lease+" held", func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "lease "+lease+" held", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			return false, fmt.Sprint(err)
 		}
 		return true, ""
 	})
-	eventually(t, ctx, "/readyz 200", func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "/readyz 200", func() (bool, string) {
 		code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
 	if code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
-	eventually(t, ctx, "the chart's Deployment available", func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "the chart's Deployment available", func() (bool, string) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, d.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -198,7 +198,7 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 	var scraped map[string]bool
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second) // gauges and counters appear within a reconcile
 	defer scancel()
-	eventually(t, sctx, "every queried metric in the scrape", func() (bool, string) {
+	cluster.WaitUntil(t, sctx, 50*time.Millisecond, "every queried metric in the scrape", func() (bool, string) {
 		code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]))
 		if code != http.StatusOK {
 			return false, fmt.Sprintf("/metrics: %d", code)
@@ -281,7 +281,7 @@ spec:
 func waitReplicaSet(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, deployment string) *appsv1.ReplicaSet {
 	t.Helper()
 	var rs *appsv1.ReplicaSet
-	eventually(t, ctx, "the ReplicaSet of Deployment "+deployment, func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "the ReplicaSet of Deployment "+deployment, func() (bool, string) {
 		l, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -297,23 +297,6 @@ func waitReplicaSet(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 		return false, fmt.Sprintf("%d ReplicaSets", len(l.Items))
 	})
 	return rs
-}
-
-func eventually(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; last: %s", what, ctx.Err(), last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func httpGet(url string) (int, string) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,7 +29,7 @@ func TestDeploymentRollingUpdateUndoHistory(t *testing.T) {
 	a.createConfig(1)
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: a.ns},
 		Spec: appsv1.DeploymentSpec{Replicas: &a.replicas, RevisionHistoryLimit: &limit,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: a.name}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: a.name}},
 			Template: a.template(1),
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}}}}
@@ -86,7 +87,7 @@ func TestDeploymentRollingUpdateUndoHistory(t *testing.T) {
 		t.Errorf("undo made a new ReplicaSet %s", rs.Name)
 	}
 	for _, p := range a.pods(rss[2], "pod-template-hash") {
-		if !podReady(&p) {
+		if !cluster.PodReady(&p) {
 			t.Errorf("pod %s of the undone revision not Ready: %s", p.Name, e.kubelet.ConfigError(a.ns, p.Name))
 		}
 	}

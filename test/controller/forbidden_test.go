@@ -36,7 +36,7 @@ func TestForbiddenWarningEvent(t *testing.T) {
 	createConfig(t, kube, ns, "cm", "sec", map[string]string{"test/forbidden": ns})
 	d := holder(t, kube, ns, "web")
 	rs := directRS(t, kube, d, "h1", podSpec("cm", "sec"))
-	waitOwned(t, kube, ns, rs, 5*time.Second, cmRef("cm"))
+	waitOwned(t, kube, ns, rs, 5*time.Second, cluster.ConfigMapRef("cm"))
 	eventually(t, 20*time.Second, "a Warning Event on the Deployment", func() (bool, string) {
 		list, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
@@ -52,7 +52,7 @@ func TestForbiddenWarningEvent(t *testing.T) {
 		}
 		return false, fmt.Sprint(seen)
 	})
-	if m := getMeta(t, kube, ns, secretRef("sec")); len(m.OwnerReferences) != 0 {
+	if m := getMeta(t, kube, ns, cluster.SecretRef("sec")); len(m.OwnerReferences) != 0 {
 		t.Errorf("the Secret got owners %v", ownerNames(m.OwnerReferences))
 	}
 	waitMetrics(t, p, "a forbidden reconcile error", func(m map[string]float64) bool {

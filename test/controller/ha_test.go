@@ -73,7 +73,7 @@ func TestHighAvailabilityFailover(t *testing.T) {
 		cm, sec := fmt.Sprintf("cm-%d", i), fmt.Sprintf("sec-%d", i)
 		createConfig(t, kube, ns, cm, sec, l)
 		rs := directRS(t, kube, d, fmt.Sprintf("h%d", i), podSpec(cm, sec))
-		waitOwned(t, kube, ns, rs, 5*time.Second, cmRef(cm), secretRef(sec))
+		waitOwned(t, kube, ns, rs, 5*time.Second, cluster.ConfigMapRef(cm), cluster.SecretRef(sec))
 		owned = append(owned, rs)
 	}
 	m, err := standby.Scrape()
@@ -110,7 +110,7 @@ func TestHighAvailabilityFailover(t *testing.T) {
 	if takeover > bound {
 		t.Errorf("takeover took %v, more than lease duration + retry period (%v)", takeover, bound)
 	}
-	waitOwned(t, kube, ns, gap, 5*time.Second, cmRef("cm-gap"), secretRef("sec-gap"))
+	waitOwned(t, kube, ns, gap, 5*time.Second, cluster.ConfigMapRef("cm-gap"), cluster.SecretRef("sec-gap"))
 	time.Sleep(time.Second) // the new leader's full reconcile has run
 	after := resourceVersions(t, kube, ns, 3)
 	for k, v := range rvs {
@@ -119,7 +119,7 @@ func TestHighAvailabilityFailover(t *testing.T) {
 		}
 	}
 	for _, rs := range owned {
-		waitOwned(t, kube, ns, rs, time.Second, cmRef("cm-"+rs.Name[len(rs.Name)-1:]))
+		waitOwned(t, kube, ns, rs, time.Second, cluster.ConfigMapRef("cm-"+rs.Name[len(rs.Name)-1:]))
 	}
 	m, _ = standby.Scrape()
 	if n := cluster.SumMetric(m, prefix+"api_requests_total", `verb="patch"`); n != 2 {

@@ -22,12 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-const (
-	labelRevisioned = "configmap-attacher/revisioned"
-	labelApp        = "app"
-	labelRevision   = "test/revision"
-	rolloutsHash    = "rollouts-pod-template-hash"
-)
+// labelRevision is the revision label of the objects these tests create.
+const labelRevision = "test/revision"
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -77,21 +73,7 @@ func newApp(t *testing.T, e *env, ns, name string) *app {
 func (e *env) namespace(t *testing.T) string {
 	t.Helper()
 	ns := e.c.Namespace(t)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		var lines []string
-		for _, l := range strings.Split(e.ctl.Log(), "\n") {
-			if strings.Contains(l, ns) {
-				lines = append(lines, l)
-			}
-		}
-		if len(lines) > 60 {
-			lines = lines[len(lines)-60:]
-		}
-		t.Logf("controller log lines about %s (%s):\n%s", ns, e.ctl.LogPath, strings.Join(lines, "\n"))
-	})
+	cluster.LogLinesOnFailure(t, "controller", e.ctl.LogPath, e.ctl.Log, ns, 60)
 	return ns
 }
 
@@ -103,7 +85,7 @@ func (a *app) objects(rev int) []cluster.ConfigRef {
 
 func (a *app) createConfig(rev int) {
 	a.t.Helper()
-	createConfig(a.t, a.kube, a.ns, a.cm(rev), a.secret(rev), map[string]string{labelRevisioned: "true", labelApp: a.name, labelRevision: strconv.Itoa(rev)})
+	createConfig(a.t, a.kube, a.ns, a.cm(rev), a.secret(rev), map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: a.name, labelRevision: strconv.Itoa(rev)})
 }
 
 func createConfig(t *testing.T, kube kubernetes.Interface, ns, cm, secret string, l map[string]string) {
@@ -138,7 +120,7 @@ func podSpec(cm, secret string) corev1.PodSpec {
 }
 
 func (a *app) template(rev int) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: a.name}}, Spec: podSpec(a.cm(rev), a.secret(rev))}
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: a.name}}, Spec: podSpec(a.cm(rev), a.secret(rev))}
 }
 
 // --- Rollouts ---
@@ -153,7 +135,7 @@ func (a *app) createRollout(strategy v1alpha1.RolloutStrategy, mutate func(*v1al
 	ro := &v1alpha1.Rollout{
 		ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: a.ns},
 		Spec: v1alpha1.RolloutSpec{Replicas: &a.replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: a.name}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: a.name}},
 			Template: a.template(1), Strategy: strategy},
 	}
 	if mutate != nil {
@@ -220,7 +202,7 @@ func (a *app) promote() {
 func (a *app) replicaSets(uid types.UID) []appsv1.ReplicaSet {
 	a.t.Helper()
 	list, err := a.kube.AppsV1().ReplicaSets(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{labelApp: a.name}).String()})
+		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: a.name}).String()})
 	if err != nil {
 		a.t.Fatalf("list ReplicaSets: %v", err)
 	}
@@ -258,15 +240,6 @@ func (a *app) waitRS(uid types.UID, rev int) *appsv1.ReplicaSet {
 	return rs
 }
 
-func observed(ro *v1alpha1.Rollout) bool {
-	return ro.Status.ObservedGeneration == strconv.FormatInt(ro.Generation, 10)
-}
-
-func rolloutState(ro *v1alpha1.Rollout) string {
-	return fmt.Sprintf("phase=%s message=%q observed=%s/%d currentPodHash=%s stableRS=%s pauses=%d", ro.Status.Phase, ro.Status.Message,
-		ro.Status.ObservedGeneration, ro.Generation, ro.Status.CurrentPodHash, ro.Status.StableRS, len(ro.Status.PauseConditions))
-}
-
 // waitHealthy waits until revision rev is the Rollout's stable, current and fully available.
 func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
@@ -275,12 +248,12 @@ func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 		ro := a.get()
 		rs = a.rsFor(ro.UID, rev)
 		if rs == nil {
-			return false, rolloutState(ro) + "; no ReplicaSet for the revision"
+			return false, cluster.RolloutState(ro) + "; no ReplicaSet for the revision"
 		}
-		h := rs.Labels[rolloutsHash]
-		ok := observed(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
+		h := rs.Labels[cluster.RolloutsHashLabel]
+		ok := cluster.RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
 			ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == a.replicas
-		return ok, fmt.Sprintf("%s; rs %s available %d", rolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
+		return ok, fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
 	})
 	return rs
 }
@@ -365,39 +338,9 @@ func waitGone(t *testing.T, kube kubernetes.Interface, ns string, objs ...cluste
 }
 
 // pruneLikeArgoCD deletes this app's opted-in objects that are not in the new "Git" (revision
-// < current) and carry no owner reference (Argo CD does not prune objects with owner
-// references). It returns what it deleted.
+// < current) and carry no owner reference (cluster.PruneLikeArgoCD). It returns what it deleted.
 func (a *app) pruneLikeArgoCD(current int) []string {
-	a.t.Helper()
-	ctx := ctxT(a.t)
-	sel := labels.SelectorFromSet(map[string]string{labelRevisioned: "true", labelApp: a.name}).String()
-	var deleted []string
-	cms, err := a.kube.CoreV1().ConfigMaps(a.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for _, cm := range cms.Items {
-		if rev, _ := strconv.Atoi(cm.Labels[labelRevision]); rev < current && len(cm.OwnerReferences) == 0 {
-			if err := a.kube.CoreV1().ConfigMaps(a.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
-				a.t.Fatal(err)
-			}
-			deleted = append(deleted, "ConfigMap/"+cm.Name)
-		}
-	}
-	secs, err := a.kube.CoreV1().Secrets(a.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for _, s := range secs.Items {
-		if rev, _ := strconv.Atoi(s.Labels[labelRevision]); rev < current && len(s.OwnerReferences) == 0 {
-			if err := a.kube.CoreV1().Secrets(a.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-				a.t.Fatal(err)
-			}
-			deleted = append(deleted, "Secret/"+s.Name)
-		}
-	}
-	sort.Strings(deleted)
-	return deleted
+	return cluster.PruneLikeArgoCD(a.t, ctxT(a.t), a.kube, a.ns, a.name, labelRevision, current)
 }
 
 // pods lists the live pods of a ReplicaSet (by its pod-template-hash label).
@@ -417,15 +360,6 @@ func (a *app) pods(rs *appsv1.ReplicaSet, hashLabel string) []corev1.Pod {
 	return out
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // --- ReplicaSets created directly ---
 
 // holder is a paused Deployment with 0 replicas: the controller (and owner) of ReplicaSets a
@@ -436,8 +370,8 @@ func holder(t *testing.T, kube kubernetes.Interface, ns, name string) *appsv1.De
 	zero, keep := int32(0), int32(100)
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{Replicas: &zero, Paused: true, RevisionHistoryLimit: &keep,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: name}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: name}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: name}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/holder:1"}}}}}}
 	d, err := kube.AppsV1().Deployments(ns).Create(ctxT(t), d, metav1.CreateOptions{})
 	if err != nil {
@@ -451,7 +385,7 @@ func holder(t *testing.T, kube kubernetes.Interface, ns, name string) *appsv1.De
 func directRS(t *testing.T, kube kubernetes.Interface, d *appsv1.Deployment, hash string, spec corev1.PodSpec, mutate ...func(*appsv1.ReplicaSet)) *appsv1.ReplicaSet {
 	t.Helper()
 	zero := int32(0)
-	l := map[string]string{labelApp: d.Name, "pod-template-hash": hash}
+	l := map[string]string{cluster.LabelApp: d.Name, "pod-template-hash": hash}
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: d.Namespace, Labels: l,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
@@ -467,9 +401,6 @@ func directRS(t *testing.T, kube kubernetes.Interface, d *appsv1.Deployment, has
 	}
 	return rs
 }
-
-func cmRef(name string) cluster.ConfigRef     { return cluster.ConfigRef{Kind: "ConfigMap", Name: name} }
-func secretRef(name string) cluster.ConfigRef { return cluster.ConfigRef{Kind: "Secret", Name: name} }
 
 func envFromCM(name string) corev1.EnvFromSource {
 	return corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}

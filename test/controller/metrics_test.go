@@ -57,14 +57,14 @@ func TestMetricsOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(live.Stop)
-	waitOwned(t, kube, ns, rs, 5*time.Second, cmRef("cm-a"), secretRef("sec-a"), cmRef("cm-b"))
+	waitOwned(t, kube, ns, rs, 5*time.Second, cluster.ConfigMapRef("cm-a"), cluster.SecretRef("sec-a"), cluster.ConfigMapRef("cm-b"))
 	waitMetrics(t, live, "adopted: 0 unowned, 3 references added", func(m map[string]float64) bool {
 		return cluster.Metric(m, prefix+"unowned_objects", nsl) == 0 && cluster.Metric(m, prefix+"owner_references_added_total", `kind="ConfigMap"`) == 2 &&
 			cluster.Metric(m, prefix+"owner_references_added_total", `kind="Secret"`) == 1 && cluster.Metric(m, prefix+"leader") == 1
 	})
 	// A new ReplicaSet: one reaction observed.
 	rs2 := directRS(t, kube, d, "h2", podSpec("cm-a", ""))
-	waitOwned(t, kube, ns, rs2, 2*time.Second, cmRef("cm-a"))
+	waitOwned(t, kube, ns, rs2, 2*time.Second, cluster.ConfigMapRef("cm-a"))
 	waitMetrics(t, live, "one reaction observed", func(m map[string]float64) bool {
 		return cluster.Metric(m, prefix+"reaction_seconds_count") == 1 && m[prefix+`workqueue_adds_total{name="objects"}`] >= 4
 	})

@@ -21,8 +21,8 @@ func TestConfigCreatedAfterReplicaSet(t *testing.T) {
 	d := holder(t, kube, ns, "late")
 	rs := directRS(t, kube, d, "h1", podSpec("late-config", "late-secret"))
 	time.Sleep(300 * time.Millisecond) // the ReplicaSet event has come and gone
-	createConfig(t, kube, ns, "late-config", "late-secret", map[string]string{labelRevisioned: "true"})
-	took := waitOwned(t, kube, ns, rs, 2*time.Second, cmRef("late-config"), secretRef("late-secret"))
+	createConfig(t, kube, ns, "late-config", "late-secret", map[string]string{cluster.LabelRevisioned: "true"})
+	took := waitOwned(t, kube, ns, rs, 2*time.Second, cluster.ConfigMapRef("late-config"), cluster.SecretRef("late-secret"))
 	t.Logf("owned %v after the objects were created", took.Round(time.Millisecond))
 }
 
@@ -34,7 +34,7 @@ func TestUnlabelledNeverTouchedThenAdopted(t *testing.T) {
 	ns := e.namespace(t)
 	kube := e.c.Client(t)
 	createConfig(t, kube, ns, "plain", "plain", nil)
-	createConfig(t, kube, ns, "off", "", map[string]string{labelRevisioned: "false"})
+	createConfig(t, kube, ns, "off", "", map[string]string{cluster.LabelRevisioned: "false"})
 	d := holder(t, kube, ns, "web")
 	spec := podSpec("plain", "plain")
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "off", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "off"}}}})
@@ -56,13 +56,13 @@ func TestUnlabelledNeverTouchedThenAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Labels = map[string]string{labelRevisioned: "true"}
+	cm.Labels = map[string]string{cluster.LabelRevisioned: "true"}
 	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctxT(t), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := waitOwned(t, kube, ns, rs, 2*time.Second, cmRef("plain"))
+	took := waitOwned(t, kube, ns, rs, 2*time.Second, cluster.ConfigMapRef("plain"))
 	t.Logf("label added later: owned after %v", took.Round(time.Millisecond))
-	if m := getMeta(t, kube, ns, secretRef("plain")); len(m.OwnerReferences) != 0 {
+	if m := getMeta(t, kube, ns, cluster.SecretRef("plain")); len(m.OwnerReferences) != 0 {
 		t.Errorf("the unlabelled Secret got owners %v", ownerNames(m.OwnerReferences))
 	}
 }
@@ -96,13 +96,13 @@ func TestLabelAddedWhileOldReplicaSetIsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Labels = map[string]string{labelRevisioned: "true"}
+	cm.Labels = map[string]string{cluster.LabelRevisioned: "true"}
 	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctxT(t), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitOwned(t, kube, ns, cur, 5*time.Second, cmRef("shared"))
+	waitOwned(t, kube, ns, cur, 5*time.Second, cluster.ConfigMapRef("shared"))
 	time.Sleep(500 * time.Millisecond)
-	m := getMeta(t, kube, ns, cmRef("shared"))
+	m := getMeta(t, kube, ns, cluster.ConfigMapRef("shared"))
 	if len(m.OwnerReferences) != 1 {
 		t.Fatalf("owners %v, want only the new ReplicaSet %s", ownerNames(m.OwnerReferences), cur.Name)
 	}
@@ -116,7 +116,7 @@ func TestLabelAddedWhileOldReplicaSetIsDeleted(t *testing.T) {
 		return err != nil, ""
 	})
 	time.Sleep(2 * time.Second) // give the garbage collector time to act wrongly
-	if getMeta(t, kube, ns, cmRef("shared")) == nil {
+	if getMeta(t, kube, ns, cluster.ConfigMapRef("shared")) == nil {
 		t.Fatal("the ConfigMap was collected with the old ReplicaSet although the new one uses it")
 	}
 }
@@ -128,20 +128,20 @@ func TestSharedAcrossWorkloads(t *testing.T) {
 	e := sharedEnv(t)
 	ns := e.namespace(t)
 	kube := e.c.Client(t)
-	createConfig(t, kube, ns, "common", "", map[string]string{labelRevisioned: "true"})
+	createConfig(t, kube, ns, "common", "", map[string]string{cluster.LabelRevisioned: "true"})
 	a := directRS(t, kube, holder(t, kube, ns, "a"), "h1", podSpec("common", ""))
 	b := directRS(t, kube, holder(t, kube, ns, "b"), "h1", podSpec("common", ""))
-	waitOwned(t, kube, ns, a, 5*time.Second, cmRef("common"))
-	waitOwned(t, kube, ns, b, 5*time.Second, cmRef("common"))
+	waitOwned(t, kube, ns, a, 5*time.Second, cluster.ConfigMapRef("common"))
+	waitOwned(t, kube, ns, b, 5*time.Second, cluster.ConfigMapRef("common"))
 	if err := kube.AppsV1().ReplicaSets(ns).Delete(ctxT(t), a.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
-	if getMeta(t, kube, ns, cmRef("common")) == nil {
+	if getMeta(t, kube, ns, cluster.ConfigMapRef("common")) == nil {
 		t.Fatal("collected while ReplicaSet b still owns it")
 	}
 	if err := kube.AppsV1().ReplicaSets(ns).Delete(ctxT(t), b.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, kube, ns, cmRef("common"))
+	waitGone(t, kube, ns, cluster.ConfigMapRef("common"))
 }

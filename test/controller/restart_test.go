@@ -26,11 +26,11 @@ func TestAPIServerRestart(t *testing.T) {
 	if !strings.Contains(p.Log(), "watching Deployments only") {
 		t.Errorf("no warning about the missing Rollout CRD:\n%s", p.LogTail(10))
 	}
-	l := map[string]string{labelRevisioned: "true"}
+	l := map[string]string{cluster.LabelRevisioned: "true"}
 	d := holder(t, kube, ns, "web")
 	createConfig(t, kube, ns, "before", "", l)
 	rs := directRS(t, kube, d, "h1", podSpec("before", ""))
-	waitOwned(t, kube, ns, rs, 5*time.Second, cmRef("before"))
+	waitOwned(t, kube, ns, rs, 5*time.Second, cluster.ConfigMapRef("before"))
 
 	if err := c.StopAPIServer(); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestAPIServerRestart(t *testing.T) {
 		name := fmt.Sprintf("after-%d", i)
 		createConfig(t, kube, ns, name, "", l)
 		rs := directRS(t, kube, d, fmt.Sprintf("a%d", i), podSpec(name, ""))
-		took := waitOwned(t, kube, ns, rs, 30*time.Second, cmRef(name))
+		took := waitOwned(t, kube, ns, rs, 30*time.Second, cluster.ConfigMapRef(name))
 		t.Logf("%s owned %v after creation (%v after the restart)", name, took.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 	}
 	if !p.Running() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -93,7 +94,7 @@ func TestRolloutBlueGreen(t *testing.T) {
 	a := newApp(t, e, e.namespace(t), "bg")
 	for _, svc := range []string{"bg-active", "bg-preview"} {
 		if _, err := a.kube.CoreV1().Services(a.ns).Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{labelApp: "bg"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{cluster.LabelApp: "bg"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
 			metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,10 +111,10 @@ func TestRolloutBlueGreen(t *testing.T) {
 	waitOwned(t, a.kube, a.ns, rs2, 5*time.Second, a.objects(2)...)
 	eventually(t, 60*time.Second, "the blueGreen Rollout paused before promotion", func() (bool, string) {
 		ro := a.get()
-		return len(ro.Status.PauseConditions) > 0, rolloutState(ro)
+		return len(ro.Status.PauseConditions) > 0, cluster.RolloutState(ro)
 	})
-	if ro := a.get(); ro.Status.StableRS == rs2.Labels[rolloutsHash] {
-		t.Fatalf("already promoted: %s", rolloutState(ro))
+	if ro := a.get(); ro.Status.StableRS == rs2.Labels[cluster.RolloutsHashLabel] {
+		t.Fatalf("already promoted: %s", cluster.RolloutState(ro))
 	}
 	a.promote()
 	a.waitHealthy(2)
@@ -151,12 +152,12 @@ func TestRolloutGitOpsPrune(t *testing.T) {
 	waitOwned(t, a.kube, a.ns, rs2, 5*time.Second, a.objects(2)...)
 	eventually(t, 60*time.Second, "the canary paused", func() (bool, string) {
 		ro := a.get()
-		return observed(ro) && len(ro.Status.PauseConditions) > 0, rolloutState(ro)
+		return cluster.RolloutObserved(ro) && len(ro.Status.PauseConditions) > 0, cluster.RolloutState(ro)
 	})
 	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
 		t.Fatalf("the prune during the canary deleted %v", deleted)
 	}
-	pods := a.pods(rs1, rolloutsHash)
+	pods := a.pods(rs1, cluster.RolloutsHashLabel)
 	if len(pods) == 0 {
 		t.Fatal("no stable pod")
 	}
@@ -167,11 +168,11 @@ func TestRolloutGitOpsPrune(t *testing.T) {
 	}
 	eventually(t, 60*time.Second, "a replacement stable pod Ready", func() (bool, string) {
 		var state string
-		for _, p := range a.pods(rs1, rolloutsHash) {
+		for _, p := range a.pods(rs1, cluster.RolloutsHashLabel) {
 			if p.Name == victim.Name {
 				continue
 			}
-			if podReady(&p) {
+			if cluster.PodReady(&p) {
 				return true, ""
 			}
 			state += fmt.Sprintf("%s: %s %s; ", p.Name, p.Status.Phase, e.kubelet.ConfigError(a.ns, p.Name))

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +91,7 @@ func (a *app) undo(toRevision int) {
 			continue
 		}
 		tpl := rs.Spec.Template.DeepCopy()
-		delete(tpl.Labels, podHashLabel)
+		delete(tpl.Labels, cluster.RolloutsHashLabel)
 		patch, err := json.Marshal([]any{map[string]any{"op": "replace", "path": "/spec/template", "value": tpl}})
 		if err != nil {
 			a.t.Fatal(err)
@@ -154,26 +152,8 @@ func (a *app) jobKubeconfigFor() string {
 // jobRun is a started command-line run.
 type jobRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr cluster.SyncBuffer
 	done           chan error
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startJob starts the plugin binary in command-line mode, as examples/job.yaml runs it, to

@@ -22,13 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// Label keys on the revisioned objects.
-const (
-	labelRevisioned = "configmap-attacher/revisioned"
-	labelApp        = "app"
-	labelRevision   = "e2e/revision"
-	podHashLabel    = "rollouts-pod-template-hash"
-)
+// labelRevision is the revision label of the revisioned objects (the others are test/cluster's).
+const labelRevision = "e2e/revision"
 
 // app is one Rollout in a test namespace whose revision N uses ConfigMap <name>-config-N
 // (volume) and Secret <name>-secret-N (envFrom).
@@ -96,7 +91,7 @@ func stepsPauseFirst(a *app, rev int) []v1alpha1.CanaryStep { // pause {}, plugi
 // createConfig creates revision rev's ConfigMap and Secret, labelled as revisioned.
 func (a *app) createConfig(rev int) {
 	a.t.Helper()
-	l := map[string]string{labelRevisioned: "true", labelApp: a.name, labelRevision: strconv.Itoa(rev)}
+	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: a.name, labelRevision: strconv.Itoa(rev)}
 	ctx := testCtx(a.t)
 	if _, err := a.kube.CoreV1().ConfigMaps(a.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: a.cm(rev), Labels: l},
 		Data: map[string]string{"app.conf": fmt.Sprintf("revision %d\n", rev)}}, metav1.CreateOptions{}); err != nil {
@@ -111,7 +106,7 @@ func (a *app) createConfig(rev int) {
 func (a *app) template(rev int) corev1.PodTemplateSpec {
 	no := false
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: a.name}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: a.name}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
 			Containers: []corev1.Container{{
@@ -136,7 +131,7 @@ func (a *app) deploy(rev int) {
 			Spec: v1alpha1.RolloutSpec{
 				Replicas:             &a.replicas,
 				RevisionHistoryLimit: a.historyLimit,
-				Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: a.name}},
+				Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: a.name}},
 				Template:             a.template(rev),
 				Strategy:             v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: a.steps(a, rev)}},
 			},
@@ -183,7 +178,7 @@ func (a *app) replicaSets() []appsv1.ReplicaSet {
 	a.t.Helper()
 	ro := a.get()
 	list, err := a.kube.AppsV1().ReplicaSets(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{labelApp: a.name}).String()})
+		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: a.name}).String()})
 	if err != nil {
 		a.t.Fatalf("list ReplicaSets: %v", err)
 	}
@@ -226,26 +221,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	}
 }
 
-func rolloutState(ro *v1alpha1.Rollout) string {
-	idx := "nil"
-	if ro.Status.CurrentStepIndex != nil {
-		idx = strconv.Itoa(int(*ro.Status.CurrentStepIndex))
-	}
-	var steps []string
-	for _, s := range ro.Status.Canary.StepPluginStatuses {
-		steps = append(steps, fmt.Sprintf("{index %d %s %s: %q}", s.Index, s.Operation, s.Phase, s.Message))
-	}
-	return fmt.Sprintf("phase=%s message=%q gen=%d observed=%s currentPodHash=%s stableRS=%s stepIndex=%s pauseConditions=%d abort=%v steps=%v",
-		ro.Status.Phase, ro.Status.Message, ro.Generation, ro.Status.ObservedGeneration, ro.Status.CurrentPodHash, ro.Status.StableRS,
-		idx, len(ro.Status.PauseConditions), ro.Status.Abort, steps)
-}
-
-func observed(ro *v1alpha1.Rollout) bool {
-	return ro.Status.ObservedGeneration == strconv.FormatInt(ro.Generation, 10)
-}
-
-// waitHealthy waits until revision rev is fully rolled out: the Rollout is Healthy, its stable
-// and current ReplicaSet is rev's, with all replicas available.
 func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
 	var rs *appsv1.ReplicaSet
@@ -253,12 +228,12 @@ func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 		ro := a.get()
 		rs = a.rsFor(rev)
 		if rs == nil {
-			return false, rolloutState(ro) + "; no ReplicaSet for the revision yet"
+			return false, cluster.RolloutState(ro) + "; no ReplicaSet for the revision yet"
 		}
-		h := rs.Labels[podHashLabel]
-		ok := observed(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
+		h := rs.Labels[cluster.RolloutsHashLabel]
+		ok := cluster.RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
 			ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == a.replicas
-		return ok, fmt.Sprintf("%s; rs %s available %d", rolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
+		return ok, fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
 	})
 	return rs
 }
@@ -275,7 +250,7 @@ func (a *app) waitPaused(index int32) *v1alpha1.Rollout {
 	var since time.Time
 	eventually(a.t, 60*time.Second, fmt.Sprintf("Rollout %s paused at step %d", a.name, index), func() (bool, string) {
 		ro = a.get()
-		ok := observed(ro) && ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == index && len(ro.Status.PauseConditions) > 0
+		ok := cluster.RolloutObserved(ro) && ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == index && len(ro.Status.PauseConditions) > 0
 		paused := false
 		for _, c := range ro.Status.Conditions {
 			paused = paused || c.Type == v1alpha1.RolloutPaused && c.Status == corev1.ConditionTrue
@@ -283,9 +258,9 @@ func (a *app) waitPaused(index int32) *v1alpha1.Rollout {
 		ok = ok && paused
 		if !ok || ro.ResourceVersion != rv {
 			rv, since = ro.ResourceVersion, time.Now()
-			return false, rolloutState(ro)
+			return false, cluster.RolloutState(ro)
 		}
-		return time.Since(since) >= 300*time.Millisecond, rolloutState(ro)
+		return time.Since(since) >= 300*time.Millisecond, cluster.RolloutState(ro)
 	})
 	return ro
 }
@@ -318,14 +293,14 @@ func (a *app) waitStep(index int32, rev int) (v1alpha1.StepPluginStatus, stepSta
 		ro := a.get()
 		rs := a.rsFor(rev)
 		if rs == nil {
-			return false, rolloutState(ro) + "; no ReplicaSet for the revision yet"
+			return false, cluster.RolloutState(ro) + "; no ReplicaSet for the revision yet"
 		}
 		for _, s := range ro.Status.Canary.StepPluginStatuses {
 			if s.Index != index || s.Operation != v1alpha1.StepPluginOperationRun || s.Name != cluster.PluginName {
 				continue
 			}
 			if s.Phase == v1alpha1.StepPluginPhaseFailed || s.Phase == v1alpha1.StepPluginPhaseError {
-				a.t.Fatalf("plugin step failed: %s", rolloutState(ro))
+				a.t.Fatalf("plugin step failed: %s", cluster.RolloutState(ro))
 			}
 			st = stepStatus{}
 			_ = json.Unmarshal(s.Status, &st)
@@ -337,7 +312,7 @@ func (a *app) waitStep(index int32, rev int) (v1alpha1.StepPluginStatus, stepSta
 				return true, ""
 			}
 		}
-		return false, rolloutState(ro)
+		return false, cluster.RolloutState(ro)
 	})
 	return got, st
 }
@@ -422,46 +397,17 @@ func (a *app) audit() (lost, unowned []string) {
 }
 
 // pruneLikeArgoCD deletes the revisioned ConfigMaps and Secrets of this app that are no longer
-// "in Git" (revision < current) and carry no owner reference: Argo CD does not prune objects
-// with owner references. It returns what it deleted.
+// "in Git" (revision < current) and carry no owner reference (cluster.PruneLikeArgoCD). It
+// returns what it deleted.
 func (a *app) pruneLikeArgoCD(current int) []string {
-	a.t.Helper()
-	ctx := testCtx(a.t)
-	sel := labels.SelectorFromSet(map[string]string{labelRevisioned: "true", labelApp: a.name}).String()
-	var deleted []string
-	cms, err := a.kube.CoreV1().ConfigMaps(a.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for _, cm := range cms.Items {
-		if rev, _ := strconv.Atoi(cm.Labels[labelRevision]); rev < current && len(cm.OwnerReferences) == 0 {
-			if err := a.kube.CoreV1().ConfigMaps(a.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
-				a.t.Fatal(err)
-			}
-			deleted = append(deleted, "ConfigMap/"+cm.Name)
-		}
-	}
-	secs, err := a.kube.CoreV1().Secrets(a.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for _, s := range secs.Items {
-		if rev, _ := strconv.Atoi(s.Labels[labelRevision]); rev < current && len(s.OwnerReferences) == 0 {
-			if err := a.kube.CoreV1().Secrets(a.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-				a.t.Fatal(err)
-			}
-			deleted = append(deleted, "Secret/"+s.Name)
-		}
-	}
-	sort.Strings(deleted)
-	return deleted
+	return cluster.PruneLikeArgoCD(a.t, testCtx(a.t), a.kube, a.ns, a.name, labelRevision, current)
 }
 
 // pods lists the live pods of a ReplicaSet.
 func (a *app) pods(rs *appsv1.ReplicaSet) []corev1.Pod {
 	a.t.Helper()
 	list, err := a.kube.CoreV1().Pods(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{podHashLabel: rs.Labels[podHashLabel]}).String()})
+		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.RolloutsHashLabel: rs.Labels[cluster.RolloutsHashLabel]}).String()})
 	if err != nil {
 		a.t.Fatal(err)
 	}

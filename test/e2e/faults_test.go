@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -100,7 +101,7 @@ func TestPluginProcessKilledMidStep(t *testing.T) {
 		}
 		w.Stop()
 		if final == nil {
-			t.Fatalf("revision %d: the step did not end Successful after the plugin was killed: %s\ncontroller log:\n%s", rev, rolloutState(a.get()), e.ctl.LogTail(40))
+			t.Fatalf("revision %d: the step did not end Successful after the plugin was killed: %s\ncontroller log:\n%s", rev, cluster.RolloutState(a.get()), e.ctl.LogTail(40))
 		}
 		mu.Lock()
 		pids := append([]int(nil), killed...)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -151,21 +150,7 @@ func ownEnv(t *testing.T, version string) *env {
 func (e *env) namespace(t *testing.T) string {
 	t.Helper()
 	ns := e.c.Namespace(t)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		var lines []string
-		for _, l := range strings.Split(e.ctl.Log(), "\n") {
-			if strings.Contains(l, ns) {
-				lines = append(lines, l)
-			}
-		}
-		if len(lines) > 80 {
-			lines = lines[len(lines)-80:]
-		}
-		t.Logf("controller log lines about %s (%s):\n%s", ns, e.ctl.LogPath, strings.Join(lines, "\n"))
-	})
+	cluster.LogLinesOnFailure(t, "controller", e.ctl.LogPath, e.ctl.Log, ns, 80)
 	return ns
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
 
 // pathResult records what one rollout path leaves behind.
@@ -100,7 +101,7 @@ func pathAbortRetry(t *testing.T, e *env) pathResult {
 		}
 		ok := ro.Status.Abort && ro.Status.Phase == v1alpha1.RolloutPhaseDegraded && rs.Spec.Replicas != nil && *rs.Spec.Replicas == 0 &&
 			abortStatus != nil && abortStatus.Phase == v1alpha1.StepPluginPhaseSuccessful
-		return ok, rolloutState(ro)
+		return ok, cluster.RolloutState(ro)
 	})
 	t.Logf("aborted; plugin Abort: %s: %q", abortStatus.Phase, abortStatus.Message)
 	a.waitOwned(2, rs2) // Abort keeps the reference: the ReplicaSet still uses the objects

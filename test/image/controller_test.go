@@ -157,7 +157,7 @@ func TestInstallImageUnderController(t *testing.T) {
 	if _, err := rc.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "revision 1 Healthy", func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 200*time.Millisecond, "revision 1 Healthy", func() (bool, string) {
 		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -177,7 +177,7 @@ func TestInstallImageUnderController(t *testing.T) {
 	}
 	var step v1alpha1.StepPluginStatus
 	var hash string
-	waitFor(t, ctx, "the plugin step Successful on revision 2", func() (bool, string) {
+	cluster.WaitUntil(t, ctx, 200*time.Millisecond, "the plugin step Successful on revision 2", func() (bool, string) {
 		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || ro.Status.Canary.StepPluginStatuses == nil {
 			return false, fmt.Sprint(err)
@@ -226,23 +226,6 @@ func podTemplate(rev int) corev1.PodTemplateSpec {
 func steps(rev int) []v1alpha1.CanaryStep {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{fmt.Sprintf("web-config-%d", rev)}})
 	return []v1alpha1.CanaryStep{{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}, {Pause: &v1alpha1.RolloutPause{}}}
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; last state: %s", what, ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // TestExamplesAgree: examples/argo-rollouts-config.yaml (no Helm) registers the plugin exactly

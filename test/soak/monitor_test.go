@@ -69,7 +69,7 @@ type obj struct {
 
 func (o *obj) key() string { return objKey(o.meta.Namespace, o.kind, o.meta.Name) }
 
-func (o *obj) optedIn() bool { return o.meta.Labels[labelRevisioned] == "true" }
+func (o *obj) optedIn() bool { return o.meta.Labels[cluster.LabelRevisioned] == "true" }
 
 // monitor checks the invariants every second on fresh lists (the admin identity, exempt from
 // the throttling) and watches every change of a ConfigMap or Secret.

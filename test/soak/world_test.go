@@ -27,13 +27,10 @@ import (
 
 // Labels of the soak's objects.
 const (
-	labelRevisioned = "configmap-attacher/revisioned"
-	labelApp        = "app"
-	labelSoak       = "soak/revision"
-	rolloutsHash    = "rollouts-pod-template-hash"
-	deployHash      = "pod-template-hash"
-	staticName      = "static-config" // unlabelled; every template uses it; must never gain an owner
-	historyLimit    = 3
+	labelSoak    = "soak/revision"
+	deployHash   = "pod-template-hash"
+	staticName   = "static-config" // unlabelled; every template uses it; must never gain an owner
+	historyLimit = 3
 )
 
 type workloadKind string
@@ -107,7 +104,7 @@ func objKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name 
 func (w *workload) template(wd *world) corev1.PodTemplateSpec {
 	no := false
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: w.name}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: w.name}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
 			Containers: []corev1.Container{{
@@ -143,7 +140,7 @@ func (w *workload) canarySteps() []v1alpha1.CanaryStep {
 
 // newConfig creates (if missing: a GitOps apply) the current revision's objects.
 func (wd *world) applyConfig(w *workload) error {
-	l := map[string]string{labelRevisioned: "true", labelApp: w.name, labelSoak: strconv.Itoa(w.rev)}
+	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: w.name, labelSoak: strconv.Itoa(w.rev)}
 	ctx := nowCtx()
 	cmData := map[string]string{"app.conf": "config of " + w.cm}
 	_, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
@@ -221,7 +218,7 @@ func (wd *world) setup(w *workload) error {
 	if w.kind == kindCanary {
 		replicas = 2
 	}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: w.name}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: w.name}}
 	switch w.kind {
 	case kindDeployment, kindWorkloadRef:
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: w.deploymentName(), Namespace: w.ns},
@@ -242,7 +239,7 @@ func (wd *world) setup(w *workload) error {
 	case kindBlueGreen:
 		for _, svc := range []string{w.name + "-active", w.name + "-preview"} {
 			if _, err := wd.kube.CoreV1().Services(w.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc},
-				Spec: corev1.ServiceSpec{Selector: map[string]string{labelApp: w.name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+				Spec: corev1.ServiceSpec{Selector: map[string]string{cluster.LabelApp: w.name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
 				metav1.CreateOptions{}); err != nil {
 				return err
 			}
@@ -295,7 +292,7 @@ func (wd *world) applyTemplate(w *workload) error {
 // current manifests do not contain is deleted. It returns what it deleted.
 func (wd *world) prune(w *workload) ([]string, error) {
 	ctx := nowCtx()
-	sel := labelRevisioned + "=true"
+	sel := cluster.LabelRevisioned + "=true"
 	var deleted []string
 	cms, err := wd.kube.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -380,7 +377,7 @@ func (wd *world) settled(w *workload) (bool, string) {
 			return false, err.Error()
 		}
 		for _, rs := range rss {
-			if rs.Labels[rolloutsHash] == ro.Status.CurrentPodHash {
+			if rs.Labels[cluster.RolloutsHashLabel] == ro.Status.CurrentPodHash {
 				return true, ""
 			}
 		}
@@ -460,7 +457,7 @@ func (wd *world) undo(w *workload) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	hashLabel, revAnn := rolloutsHash, "rollout.argoproj.io/revision"
+	hashLabel, revAnn := cluster.RolloutsHashLabel, "rollout.argoproj.io/revision"
 	var current string
 	if w.kind == kindDeployment {
 		hashLabel, revAnn = deployHash, "deployment.kubernetes.io/revision"
@@ -481,7 +478,7 @@ func (wd *world) undo(w *workload) (string, error) {
 			return "", err
 		}
 		for _, rs := range rss {
-			if rs.Labels[rolloutsHash] == ro.Status.CurrentPodHash {
+			if rs.Labels[cluster.RolloutsHashLabel] == ro.Status.CurrentPodHash {
 				current = rs.Name
 			}
 		}

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Labels on the workloads and revisioned objects that the tests and hack/demo create. They are
+// spelled out here rather than taken from the plugin, so that a renamed label fails the tests.
+const (
+	// LabelRevisioned opts a ConfigMap or Secret in (the plugin's --require-opt-in, the
+	// controller mode's default selector).
+	LabelRevisioned = "configmap-attacher/revisioned"
+	// LabelApp names the workload an object belongs to.
+	LabelApp = "app"
+	// RolloutsHashLabel is the pod-template hash label the Rollouts controller puts on its
+	// ReplicaSets and pods.
+	RolloutsHashLabel = v1alpha1.DefaultRolloutUniqueLabelKey
+)
+
+// PruneLikeArgoCD deletes app's opted-in ConfigMaps and Secrets (LabelRevisioned=true,
+// LabelApp=app) in ns that are no longer "in Git" — their revisionLabel is below current — and
+// carry no owner reference: Argo CD does not prune objects with owner references, which is
+// what the plugin relies on. It returns what it deleted as sorted "Kind/name"; an API error
+// fails the test.
+func PruneLikeArgoCD(t testing.TB, ctx context.Context, kube kubernetes.Interface, ns, app, revisionLabel string, current int) []string {
+	t.Helper()
+	deleted, err := pruneLikeArgoCD(ctx, kube, ns, app, revisionLabel, current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deleted
+}
+
+func pruneLikeArgoCD(ctx context.Context, kube kubernetes.Interface, ns, app, revisionLabel string, current int) ([]string, error) {
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(map[string]string{LabelRevisioned: "true", LabelApp: app}).String()}
+	type object struct {
+		ref  ConfigRef
+		meta metav1.ObjectMeta
+	}
+	var objects []object
+	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, cm := range cms.Items {
+		objects = append(objects, object{ConfigMapRef(cm.Name), cm.ObjectMeta})
+	}
+	secs, err := kube.CoreV1().Secrets(ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range secs.Items {
+		objects = append(objects, object{SecretRef(s.Name), s.ObjectMeta})
+	}
+	var deleted []string
+	for _, o := range objects {
+		if rev, _ := strconv.Atoi(o.meta.Labels[revisionLabel]); rev >= current || len(o.meta.OwnerReferences) > 0 {
+			continue
+		}
+		if o.ref.Kind == "Secret" {
+			err = kube.CoreV1().Secrets(ns).Delete(ctx, o.ref.Name, metav1.DeleteOptions{})
+		} else {
+			err = kube.CoreV1().ConfigMaps(ns).Delete(ctx, o.ref.Name, metav1.DeleteOptions{})
+		}
+		if err != nil {
+			return deleted, fmt.Errorf("prune %s: %w", o.ref, err)
+		}
+		deleted = append(deleted, o.ref.String())
+	}
+	sort.Strings(deleted)
+	return deleted, nil
+}
+
+// RolloutObserved reports whether the Rollouts controller has seen the Rollout's current
+// generation.
+func RolloutObserved(ro *v1alpha1.Rollout) bool {
+	return ro.Status.ObservedGeneration == strconv.FormatInt(ro.Generation, 10)
+}
+
+// RolloutState describes a Rollout's status in one line, for wait descriptions and failures.
+func RolloutState(ro *v1alpha1.Rollout) string {
+	idx := "nil"
+	if ro.Status.CurrentStepIndex != nil {
+		idx = strconv.Itoa(int(*ro.Status.CurrentStepIndex))
+	}
+	var steps []string
+	for _, s := range ro.Status.Canary.StepPluginStatuses {
+		steps = append(steps, fmt.Sprintf("{index %d %s %s: %q}", s.Index, s.Operation, s.Phase, s.Message))
+	}
+	return fmt.Sprintf("phase=%s message=%q gen=%d observed=%s currentPodHash=%s stableRS=%s stepIndex=%s pauseConditions=%d abort=%v steps=%v",
+		ro.Status.Phase, ro.Status.Message, ro.Generation, ro.Status.ObservedGeneration, ro.Status.CurrentPodHash, ro.Status.StableRS,
+		idx, len(ro.Status.PauseConditions), ro.Status.Abort, steps)
+}
