@@ -3,7 +3,7 @@
 // a ReplicaSet in the Rollout's history needs them.
 //
 // Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
-// step plugin; `configmap-attacher audit ...` audits Rollouts (see plugin.AuditCLI);
+// step plugin; `configmap-attacher audit ...` audits Rollouts (see cmd.Audit);
 // `configmap-attacher controller ...` runs the watcher; `configmap-attacher install-plugin DIR`
 // copies itself into DIR; otherwise it is the command-line (Job) mode. The commands are in
 // plugin/cmd.
@@ -12,7 +12,6 @@ package main
 import (
 	"os"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
@@ -28,7 +27,7 @@ func main() {
 		os.Exit((&cmd.Controller{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}).Main(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "audit" {
-		os.Exit((&plugin.AuditCLI{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
+		os.Exit((&cmd.Audit{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
 	}
 	os.Exit((&cmd.Job{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}).Main(os.Args[1:]))
 }

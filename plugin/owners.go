@@ -144,6 +144,24 @@ func (a *Attacher) call(ctx context.Context, f func(context.Context) error) erro
 	})
 }
 
+// Call is call for callers outside the package (audit's reads): the same per-request
+// deadline and retries of transient errors, with the Attacher's RequestTimeout and Backoff.
+func (a *Attacher) Call(ctx context.Context, f func(context.Context) error) error {
+	return a.call(ctx, f)
+}
+
+// APIMessage is the apiserver's message in err (for an error that is not an API status, its
+// text), for messages that quote the apiserver.
+func APIMessage(err error) string { return apiMessage(err) }
+
+// verb picks the singular or plural form for n.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // objectMeta is what the core keeps of a ConfigMap or Secret: never its data.
 type objectMeta struct {
 	UID    types.UID

@@ -70,36 +70,101 @@ func CredentialOnly(spec *corev1.PodSpec) References {
 	}
 	all := TemplateReferences(spec)
 	content := map[string]bool{}
-	for _, v := range spec.Volumes {
-		switch {
-		case v.Secret != nil:
-			content[v.Secret.SecretName] = true
-		case v.Projected != nil:
-			for _, s := range v.Projected.Sources {
-				if s.Secret != nil {
-					content[s.Secret.Name] = true
-				}
-			}
+	visitContent(spec, func(o Object, _ bool) {
+		if o.Kind == KindSecret {
+			content[o.Name] = true
 		}
-	}
-	for c := range podutil.ContainerIter(spec, podutil.AllContainers) {
-		for _, ef := range c.EnvFrom {
-			if ef.SecretRef != nil {
-				content[ef.SecretRef.Name] = true
-			}
-		}
-		for _, ev := range c.Env {
-			if ev.ValueFrom != nil && ev.ValueFrom.SecretKeyRef != nil {
-				content[ev.ValueFrom.SecretKeyRef.Name] = true
-			}
-		}
-	}
+	})
 	for name := range all.Secrets {
 		if !content[name] {
 			out.Secrets[name] = true
 		}
 	}
 	return out
+}
+
+// RequiredReferences is TemplateReferences without the references a pod starts without:
+// optional ones (optional: true on a volume, a projected source, envFrom or a key ref) and
+// image pull secrets (the kubelet warns and pulls anyway). A name counts as required when
+// at least one of its references is. The occurrences are counted with the kubelet's walkers,
+// so a reference kind they know and this function does not is treated as required.
+func RequiredReferences(spec *corev1.PodSpec) References {
+	req := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	if spec == nil {
+		return req
+	}
+	total := map[Object]int{}
+	pod := &corev1.Pod{Spec: *spec}
+	podutil.VisitPodConfigmapNames(pod, func(n string) bool { total[Object{KindConfigMap, n}]++; return true })
+	podutil.VisitPodSecretNames(pod, func(n string) bool { total[Object{KindSecret, n}]++; return true })
+	optional := map[Object]int{}
+	for _, ps := range spec.ImagePullSecrets {
+		if ps.Name != "" {
+			optional[Object{KindSecret, ps.Name}]++
+		}
+	}
+	visitContent(spec, func(o Object, opt bool) {
+		if o.Name != "" && opt {
+			optional[o]++
+		}
+	})
+	for o, n := range total {
+		if n > optional[o] {
+			if o.Kind == KindSecret {
+				req.Secrets[o.Name] = true
+			} else {
+				req.ConfigMaps[o.Name] = true
+			}
+		}
+	}
+	return req
+}
+
+// visitContent is the one walker of the references that bring an object's data into the pod
+// — envFrom, env key refs (every container kind), configMap and secret volumes and projected
+// sources — with each one's optional flag. The kubelet's walkers count these and, besides,
+// the credentials (image pull secrets, volume sources' secretRefs), which have no optional
+// flag. One source per volume, projected first, as in the kubelet's walkers.
+func visitContent(spec *corev1.PodSpec, visit func(o Object, optional bool)) {
+	ref := func(k Kind, name string, opt *bool) { visit(Object{k, name}, opt != nil && *opt) }
+	for c := range podutil.ContainerIter(spec, podutil.AllContainers) {
+		for _, ef := range c.EnvFrom {
+			if ef.ConfigMapRef != nil {
+				ref(KindConfigMap, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)
+			}
+			if ef.SecretRef != nil {
+				ref(KindSecret, ef.SecretRef.Name, ef.SecretRef.Optional)
+			}
+		}
+		for _, ev := range c.Env {
+			if ev.ValueFrom == nil {
+				continue
+			}
+			if r := ev.ValueFrom.ConfigMapKeyRef; r != nil {
+				ref(KindConfigMap, r.Name, r.Optional)
+			}
+			if r := ev.ValueFrom.SecretKeyRef; r != nil {
+				ref(KindSecret, r.Name, r.Optional)
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		switch src := v.VolumeSource; {
+		case src.Projected != nil:
+			for _, s := range src.Projected.Sources {
+				if s.ConfigMap != nil {
+					ref(KindConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional)
+				}
+				if s.Secret != nil {
+					ref(KindSecret, s.Secret.Name, s.Secret.Optional)
+				}
+			}
+		case src.ConfigMap != nil:
+			ref(KindConfigMap, src.ConfigMap.Name, src.ConfigMap.Optional)
+		case src.Secret != nil:
+			ref(KindSecret, src.Secret.SecretName, src.Secret.Optional)
+		}
+	}
 }
 
 // GapReplicaSet is what Gaps needs of one ReplicaSet of a watched or audited workload.

@@ -52,3 +52,49 @@ func TestTemplateReferences(t *testing.T) {
 		t.Errorf("nil spec: %v", got)
 	}
 }
+
+// TestRequiredReferences: optional references and image pull secrets are not required; a
+// name is required when one of its references is.
+func TestRequiredReferences(t *testing.T) {
+	spec := podSpec([]string{"vol-required"}, []string{"env-required"})
+	c := &spec.Containers[0]
+	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "envfrom-optional"}, Optional: optional()}})
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "A", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key-optional"}, Key: "k", Optional: optional()}}},
+		// Optional here, required in the init container below: required.
+		corev1.EnvVar{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k", Optional: optional()}}})
+	spec.InitContainers = []corev1.Container{{Name: "init", Env: []corev1.EnvVar{{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k"}}}}}}
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	spec.Volumes = append(spec.Volumes,
+		corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-optional"}, Optional: optional()}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-required"}}}}}}},
+		corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "secvol-optional", Optional: optional()}}},
+		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-required"}}}})
+	req := RequiredReferences(&spec)
+	all := TemplateReferences(&spec)
+	for _, tc := range []struct {
+		o    Object
+		want bool
+	}{
+		{Object{KindConfigMap, "vol-required"}, true},
+		{Object{KindSecret, "env-required"}, true},
+		{Object{KindConfigMap, "envfrom-optional"}, false},
+		{Object{KindSecret, "key-optional"}, false},
+		{Object{KindConfigMap, "mixed"}, true},
+		{Object{KindSecret, "pull"}, false},
+		{Object{KindSecret, "proj-optional"}, false},
+		{Object{KindConfigMap, "proj-required"}, true},
+		{Object{KindSecret, "secvol-optional"}, false},
+		{Object{KindSecret, "csi-required"}, true},
+	} {
+		if !all.Has(tc.o) {
+			t.Errorf("%s not referenced at all", tc.o)
+		}
+		if req.Has(tc.o) != tc.want {
+			t.Errorf("%s required = %v, want %v", tc.o, req.Has(tc.o), tc.want)
+		}
+	}
+}
+
+func optional() *bool { t := true; return &t }

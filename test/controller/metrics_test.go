@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,11 +108,11 @@ func waitMetrics(t *testing.T, p *cluster.ControllerProcess, what string, cond f
 func sameAsAudit(t *testing.T, e *env, ns, sel string, m map[string]float64) {
 	t.Helper()
 	var out, errb strings.Builder
-	code := (&plugin.AuditCLI{Stdout: &out, Stderr: &errb}).Main([]string{"-namespace", ns, "-selector", sel, "-o", "json", "-kubeconfig", e.c.KubeconfigPath})
-	if code == plugin.ExitUsage {
+	code := (&cmd.Audit{Stdout: &out, Stderr: &errb}).Main([]string{"-namespace", ns, "-selector", sel, "-o", "json", "-kubeconfig", e.c.KubeconfigPath})
+	if code == cmd.ExitUsage {
 		t.Fatalf("audit: %s", errb.String())
 	}
-	var rep plugin.AuditReport
+	var rep audit.Report
 	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 		t.Fatalf("audit -o json: %v\n%s", err, out.String())
 	}

@@ -18,10 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
 
-func runAudit(t *testing.T, cli *plugin.AuditCLI, args ...string) (int, string, string) {
+func runAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb strings.Builder
 	cli.Stdout, cli.Stderr = &out, &errb
@@ -31,16 +33,16 @@ func runAudit(t *testing.T, cli *plugin.AuditCLI, args ...string) (int, string, 
 
 // countedAudit is the audit command on clients whose requests the counter sees; ConfigMaps
 // and Secrets are listed through the metadata client, as the default clients do.
-func countedAudit(cfg *rest.Config, counter *cluster.Counter) *plugin.AuditCLI {
+func countedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
 	cfg = counter.Wrap(cfg)
-	return &plugin.AuditCLI{
+	return &cmd.Audit{
 		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
 	}
 }
 
-func auditJSON(t *testing.T, out string) plugin.AuditReport {
+func auditJSON(t *testing.T, out string) audit.Report {
 	t.Helper()
-	var rep plugin.AuditReport
+	var rep audit.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("audit -o json: %v\n%s", err, out)
 	}
@@ -151,9 +153,9 @@ func TestAudit(t *testing.T) {
 	}
 
 	// 1. The text report, with the clients built from -kubeconfig as in production.
-	code, out, stderr := runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath)
+	code, out, stderr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath)
 	t.Logf("audit -namespace %s:\n%s", e.ns, out)
-	if code != plugin.ExitFail {
+	if code != cmd.ExitFail {
 		t.Errorf("exit %d, want 1 (cfg-1 is lost): %s", code, stderr)
 	}
 	for _, want := range []string{
@@ -181,8 +183,8 @@ func TestAudit(t *testing.T) {
 	counter := cluster.NewCounter()
 	code, out, _ = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-o", "json")
 	rep := auditJSON(t, out)
-	want := plugin.AuditCounts{Lost: 1, Unowned: 3, Stray: 1, Legacy: 2, MissingOwners: 4, Fixable: 4}
-	if rep.Summary != want || code != plugin.ExitFail {
+	want := audit.Counts{Lost: 1, Unowned: 3, Stray: 1, Legacy: 2, MissingOwners: 4, Fixable: 4}
+	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
 	for _, r := range []string{"rollouts", "deployments", "replicasets", "configmaps", "secrets"} {
@@ -209,7 +211,7 @@ func TestAudit(t *testing.T) {
 	code, out, stderr = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-fix", "-o", "json")
 	rep = auditJSON(t, out)
 	t.Logf("audit -fix -o json:\n%s", out)
-	if code != plugin.ExitFail || rep.Fix == nil || len(rep.Fix.Errors) != 0 {
+	if code != cmd.ExitFail || rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 		t.Fatalf("exit %d fix %+v: %s", code, rep.Fix, stderr)
 	}
 	var added []string
@@ -256,10 +258,10 @@ func TestAudit(t *testing.T) {
 	}
 
 	// 4. A second audit: nothing missing; stray and legacy references are still there.
-	code, out, _ = runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	code, out, _ = runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
 	rep = auditJSON(t, out)
-	want = plugin.AuditCounts{Lost: 1, Unowned: 1, Stray: 1, Legacy: 2}
-	if rep.Summary != want || code != plugin.ExitFail {
+	want = audit.Counts{Lost: 1, Unowned: 1, Stray: 1, Legacy: 2}
+	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("second audit %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
 
@@ -291,11 +293,11 @@ func TestAudit(t *testing.T) {
 	if e.state("cm", "cfg-2").rv != rv {
 		t.Error("a repeated command changed cfg-2")
 	}
-	code, out, _ = runAudit(t, &plugin.AuditCLI{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	code, out, _ = runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
 	rep = auditJSON(t, out)
 	// cfg-stray lost its only owner (no ReplicaSet uses it): it is now an unowned orphan.
-	want = plugin.AuditCounts{Lost: 1, Unowned: 2}
-	if rep.Summary != want || code != plugin.ExitFail {
+	want = audit.Counts{Lost: 1, Unowned: 2}
+	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("after the commands %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
 	owners := func(name string) string {

@@ -1,15 +1,15 @@
-package plugin
+package audit
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,87 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
-
-const optIn = DefaultDiscoverLabel
-
-func rsRef(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller}
-}
-
-// auditRS is a ReplicaSet of the test Rollout with a revision annotation.
-func auditRS(hash string, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	rs := testRS(hash, types.UID("uid-"+hash), rolloutUID, spec)
-	rs.Annotations = map[string]string{RevisionAnnotation: rev}
-	return rs
-}
-
-// cm is a ConfigMap with data; opted in when optedIn.
-func cm(name string, optedIn bool, owners ...metav1.OwnerReference) *corev1.ConfigMap {
-	c := testCM(name, owners...)
-	if optedIn {
-		c.Labels[optIn] = "true"
-	}
-	return c
-}
-
-func withSteps(ro *v1alpha1.Rollout, configs ...string) *v1alpha1.Rollout {
-	steps := []v1alpha1.CanaryStep{}
-	for _, c := range configs {
-		steps = append(steps, v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: "configmap-attacher/configmap-attacher", Config: json.RawMessage(c)}})
-	}
-	steps = append(steps, v1alpha1.CanaryStep{SetWeight: ptr(int32(20))},
-		// Another plugin's step naming an object is not ours.
-		v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: "acme/other", Config: json.RawMessage(`{"configMaps":["static"]}`)}})
-	ro.Spec.Strategy.Canary = &v1alpha1.CanaryStrategy{Steps: steps}
-	return ro
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// auditScenario has every finding:
-//   - web-rev3 (current): cfg-3 (opted in, unowned: missing owner, fixable), sec-3 (named in
-//     the step, owned), static (not opted in, no owner), cfg-legacy-ok (controller: true on
-//     web-rev3 itself: legacy)
-//   - web-rev2: cfg-2 (opted in, controller: true on web-rev1, the wrong one: legacy, and
-//     missing owner web-rev2, fixable), static, cfg-opt (optional, absent)
-//   - web-rev1: cfg-1 (does not exist: lost), shared (not opted in, owned by web-rev2 which
-//     does not use it: stray; missing owner web-rev1, not fixable)
-//   - cfg-stray: opted in, owned by web-rev3 and web-rev2, used by neither: two strays
-//   - cfg-named: named in the step, not used, no owner: unowned
-//   - orphan: opted in, used and owned by nothing: unowned (unattributed)
-//   - an impostor ReplicaSet with the Rollout's labels but another controller, using cfg-x
-func auditScenario() (*fake.Clientset, *rolloutsfake.Clientset) {
-	rev3 := auditRS("rev3", "3", podSpec([]string{"cfg-3", "static", "cfg-legacy-ok"}, []string{"sec-3"}))
-	rev2 := auditRS("rev2", "2", podSpec([]string{"cfg-2", "static"}, nil))
-	rev2.Spec.Template.Spec.Volumes = append(rev2.Spec.Template.Spec.Volumes, corev1.Volume{Name: "opt", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg-opt"}, Optional: ptr(true)}}})
-	rev1 := auditRS("rev1", "1", podSpec([]string{"cfg-1", "shared"}, nil))
-	impostor := testRS("imp", "uid-imp", "someone-else", podSpec([]string{"cfg-x"}, nil))
-	sec3 := testSecret("sec-3")
-	sec3.OwnerReferences = []metav1.OwnerReference{rsRef(rev3, false)}
-	kube := fake.NewClientset(rev3, rev2, rev1, impostor,
-		cm("cfg-3", true), sec3, cm("static", false), cm("cfg-legacy-ok", true, rsRef(rev3, true)),
-		cm("cfg-2", true, rsRef(rev1, true)),
-		cm("shared", false, rsRef(rev2, false)),
-		cm("cfg-stray", true, rsRef(rev3, false), rsRef(rev2, false)),
-		cm("cfg-named", false), cm("orphan", true), cm("cfg-x", false))
-	ro := withSteps(testRollout("rev3"), `{"configMaps":["cfg-named"],"secrets":["sec-3"]}`, `{"configmaps":["ignored-bad-config"]}`)
-	return kube, rolloutsfake.NewSimpleClientset(ro)
-}
-
-func runAudit(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	c := &AuditCLI{Stdout: &out, Stderr: &errb,
-		NewClients: func(ClientOptions) (Clients, error) { c := clientsOf(kube); c.Rollouts = ro; return c, nil }}
-	code := c.Main(args)
-	return code, out.String(), errb.String()
-}
 
 const wantAuditText = `Rollout shop/web
 ├─ ReplicaSet web-rev3 (current, revision 3)
@@ -140,8 +63,8 @@ findings: 1 lost, 3 unowned, 3 stray, 2 legacy
 
 func TestAuditText(t *testing.T) {
 	kube, ro := auditScenario()
-	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
-	if code != ExitFail {
+	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
+	if code != exitFail {
 		t.Errorf("exit %d, want 1 (an object is lost): %s", code, stderr)
 	}
 	if out != wantAuditText {
@@ -169,11 +92,11 @@ func TestAuditText(t *testing.T) {
 
 func TestAuditJSON(t *testing.T) {
 	kube, ro := auditScenario()
-	code, out, _ := runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "web", "-o", "json")
-	if code != ExitFail {
+	code, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, rollout: "web", json: true})
+	if code != exitFail {
 		t.Errorf("exit %d, want 1", code)
 	}
-	_, again, _ := runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "web", "-o", "json")
+	_, again, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, rollout: "web", json: true})
 	if out != again {
 		t.Error("two runs on the same state gave different JSON")
 	}
@@ -258,20 +181,6 @@ func TestAuditJSON(t *testing.T) {
 	}
 }
 
-// ownerSet returns "name:controller" of each owner reference, sorted.
-func ownerSet(refs []metav1.OwnerReference) string {
-	var s []string
-	for _, r := range refs {
-		c := "false"
-		if r.Controller != nil && *r.Controller {
-			c = "true"
-		}
-		s = append(s, r.Name+":"+c)
-	}
-	sort.Strings(s)
-	return strings.Join(s, ",")
-}
-
 func TestAuditFix(t *testing.T) {
 	kube, ro := auditScenario()
 	before := map[string]*corev1.ConfigMap{}
@@ -280,8 +189,8 @@ func TestAuditFix(t *testing.T) {
 		before[cms.Items[i].Name] = &cms.Items[i]
 	}
 	kube.ClearActions()
-	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-fix")
-	if code != ExitFail { // cfg-1 is still lost: -fix cannot create it
+	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, fix: true})
+	if code != exitFail { // cfg-1 is still lost: -fix cannot create it
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	// The report shows the state read again after the fix, and what the fix added.
@@ -342,17 +251,17 @@ func TestAuditFix(t *testing.T) {
 		}
 	}
 	// A second audit: nothing left to add, nothing removed.
-	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-o", "json")
-	var rep AuditReport
+	code, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, json: true})
+	var rep Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 1 || s.Stray != 3 || s.Legacy != 2 || s.Lost != 1 || s.Unowned != 2 || code != ExitFail {
+	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 1 || s.Stray != 3 || s.Legacy != 2 || s.Lost != 1 || s.Unowned != 2 || code != exitFail {
 		t.Errorf("after -fix: %+v exit %d", s, code)
 	}
 	// -fix with nothing to add writes nothing.
 	kube.ClearActions()
-	_, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix")
+	_, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, fix: true})
 	if !strings.Contains(out, "fixed: nothing to add\n") {
 		t.Errorf("output %s", out)
 	}
@@ -370,33 +279,33 @@ func TestAuditExitCodes(t *testing.T) {
 	sec.OwnerReferences = []metav1.OwnerReference{rsRef(rs, false)}
 	kube := fake.NewClientset(rs, cm("cfg", true, rsRef(rs, false)), sec, cm("static", false))
 	ro := rolloutsfake.NewSimpleClientset(testRollout("rev1"))
-	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
-	if code != ExitOK || !strings.HasSuffix(out, "findings: 0 lost, 0 unowned, 0 stray, 0 legacy\n") || strings.Contains(out, "-fix") {
+	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
+	if code != exitOK || !strings.HasSuffix(out, "findings: 0 lost, 0 unowned, 0 stray, 0 legacy\n") || strings.Contains(out, "-fix") {
 		t.Errorf("clean: exit %d\n%s%s", code, out, stderr)
 	}
 	// Unowned, stray and legacy do not fail the run; lost does.
 	kube = fake.NewClientset(rs, cm("cfg", true), testSecret("sec"))
-	if code, out, _ := runAudit(t, kube, ro, "-namespace", testNS); code != ExitOK || !strings.Contains(out, "1 unowned") {
+	if code, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS}); code != exitOK || !strings.Contains(out, "1 unowned") {
 		t.Errorf("unowned only: exit %d\n%s", code, out)
 	}
 	kube.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg", errors.New("no"))
 	})
-	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix")
-	if code != ExitFail || !strings.Contains(out, "fix failed: namespace shop: forbidden to patch ConfigMap cfg") {
+	code, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, fix: true})
+	if code != exitFail || !strings.Contains(out, "fix failed: namespace shop: forbidden to patch ConfigMap cfg") {
 		t.Errorf("forbidden fix: exit %d\n%s", code, out)
 	}
 	// A missing Rollout, or reads that are forbidden, exit 1 with the reason on stderr.
-	code, _, stderr = runAudit(t, kube, ro, "-namespace", testNS, "-rollout", "nope")
-	if code != ExitFail || !strings.Contains(stderr, "Rollout shop/nope not found") {
+	code, _, stderr = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, rollout: "nope"})
+	if code != exitFail || !strings.Contains(stderr, "Rollout shop/nope not found") {
 		t.Errorf("missing rollout: exit %d %s", code, stderr)
 	}
 	denied := rolloutsfake.NewSimpleClientset()
 	denied.PrependReactor("list", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "", errors.New("no"))
 	})
-	code, _, stderr = runAudit(t, kube, denied, "-A")
-	if code != ExitFail || !strings.Contains(stderr, "forbidden to read rollouts.argoproj.io in any namespace") || !strings.Contains(stderr, "list on rollouts.argoproj.io, replicasets.apps, configmaps and secrets") {
+	code, _, stderr = runAudit(t, clientsOf(kube, denied), run{})
+	if code != exitFail || !strings.Contains(stderr, "forbidden to read rollouts.argoproj.io in any namespace") || !strings.Contains(stderr, "list on rollouts.argoproj.io, replicasets.apps, configmaps and secrets") {
 		t.Errorf("forbidden: exit %d %s", code, stderr)
 	}
 	// A namespace whose Secrets cannot be listed is reported per Rollout, and exits 1.
@@ -404,47 +313,9 @@ func TestAuditExitCodes(t *testing.T) {
 	kube.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("no"))
 	})
-	code, out, _ = runAudit(t, kube, ro, "-namespace", testNS)
-	if code != ExitFail || !strings.Contains(out, "└─ ERROR forbidden to read secrets in namespace shop") || !strings.Contains(out, "errors: 1 Rollout(s) could not be audited") {
+	code, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
+	if code != exitFail || !strings.Contains(out, "└─ ERROR forbidden to read secrets in namespace shop") || !strings.Contains(out, "errors: 1 Rollout(s) could not be audited") {
 		t.Errorf("per-namespace error: exit %d\n%s", code, out)
-	}
-}
-
-func TestAuditUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"nothing", nil, "-namespace is required (or -A for every namespace)"},
-		{"rollout without namespace", []string{"-rollout", "web"}, "-namespace is required"},
-		{"-A and -namespace", []string{"-A", "-namespace", "shop"}, "do not combine it with -namespace or -rollout"},
-		{"-A and -rollout", []string{"-A", "-rollout", "web"}, "do not combine it"},
-		{"bad output", []string{"-namespace", "shop", "-o", "yaml"}, `-o "yaml": use text or json`},
-		{"bad selector", []string{"-namespace", "shop", "-selector", "a in (b"}, `-selector "a in (b"`},
-		{"empty selector", []string{"-namespace", "shop", "-selector", " "}, "selects every object without a given label"},
-		{"negative-only selector", []string{"-namespace", "shop", "-selector", "!team"}, "selects every object without a given label"},
-		{"stray argument", []string{"-namespace", "shop", "web"}, `unexpected argument "web"`},
-		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
-		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			kube := fake.NewClientset()
-			ro := rolloutsfake.NewSimpleClientset()
-			code, out, stderr := runAudit(t, kube, ro, tc.args...)
-			if code != ExitUsage {
-				t.Errorf("exit %d, want %d", code, ExitUsage)
-			}
-			if !strings.Contains(stderr, tc.want) || out != "" {
-				t.Errorf("stderr %q lacks %q (stdout %q)", stderr, tc.want, out)
-			}
-			if len(kube.Actions())+len(ro.Actions()) != 0 {
-				t.Error("bad usage made API calls")
-			}
-		})
-	}
-	if code, _, stderr := runAudit(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher audit") {
-		t.Errorf("-help: %d %s", code, stderr)
 	}
 }
 
@@ -461,11 +332,11 @@ func TestAuditAllNamespaces(t *testing.T) {
 	cmB.Namespace = "other"
 	kube := fake.NewClientset(rsA, rsB, cm("cfg", true, rsRef(rsA, false)), cmB)
 	ro := rolloutsfake.NewSimpleClientset(a, b)
-	code, out, stderr := runAudit(t, kube, ro, "-A", "-o", "json")
-	if code != ExitOK {
+	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{json: true})
+	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var rep AuditReport
+	var rep Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +366,7 @@ func TestAuditAllNamespaces(t *testing.T) {
 	}
 	// -fix in both namespaces: one patch, in "other".
 	kube.ClearActions()
-	if code, out, _ := runAudit(t, kube, ro, "-A", "-fix"); code != ExitOK || !strings.Contains(out, "fixed: added 1 owner reference(s) to 1 object(s): other/ConfigMap cfg ← web-h1") {
+	if code, out, _ := runAudit(t, clientsOf(kube, ro), run{fix: true}); code != exitOK || !strings.Contains(out, "fixed: added 1 owner reference(s) to 1 object(s): other/ConfigMap cfg ← web-h1") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 	c, _ := kube.CoreV1().ConfigMaps("other").Get(t.Context(), "cfg", metav1.GetOptions{})
@@ -515,13 +386,13 @@ func TestAuditSelectors(t *testing.T) {
 	defCM.Labels = map[string]string{optIn: "true"}
 	kube := fake.NewClientset(rs, teamCM, stepCM, defCM)
 	ro := rolloutsfake.NewSimpleClientset(withSteps(testRollout("h1"), `{"discover":{"selector":{"matchLabels":{"rev":"yes"}}}}`))
-	_, out, _ := runAudit(t, kube, ro, "-namespace", testNS, "-selector", "team=shop")
+	_, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, selector: "team=shop"})
 	for _, want := range []string{"opted in (rev=yes, a step's discover selector)", "opted in (team=shop)", "ConfigMap default-label     not opted in", "findings: 0 lost, 2 unowned"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
 	}
-	_, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-selector", "team=shop", "-fix")
+	_, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, selector: "team=shop", fix: true})
 	if !strings.Contains(out, "fixed: added 2 owner reference(s) to 2 object(s): shop/ConfigMap by-step-selector ← web-h1; shop/ConfigMap by-team ← web-h1\n") ||
 		!strings.Contains(out, "ConfigMap default-label     not opted in") {
 		t.Errorf("output\n%s", out)
@@ -539,14 +410,14 @@ func TestAuditWorkloadRef(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 	kube := fake.NewClientset(d, auditRS("h1", "1", podSpec([]string{"gone"}, nil)))
-	code, out, _ := runAudit(t, kube, rolloutsfake.NewSimpleClientset(ro), "-namespace", testNS)
-	if code != ExitFail || !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") || !strings.Contains(out, "pods of the current ReplicaSet cannot start (CreateContainerConfigError)") {
+	code, out, _ := runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS})
+	if code != exitFail || !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") || !strings.Contains(out, "pods of the current ReplicaSet cannot start (CreateContainerConfigError)") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 	// Without the Deployment the Rollout cannot be audited: an error, exit 1.
 	kube = fake.NewClientset(auditRS("h1", "1", podSpec(nil, nil)))
-	code, out, _ = runAudit(t, kube, rolloutsfake.NewSimpleClientset(ro), "-namespace", testNS)
-	if code != ExitFail || !strings.Contains(out, "ERROR Deployment shop/web named by spec.workloadRef of Rollout web does not exist") {
+	code, out, _ = runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS})
+	if code != exitFail || !strings.Contains(out, "ERROR Deployment shop/web named by spec.workloadRef of Rollout web does not exist") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 }
@@ -570,11 +441,8 @@ func TestAuditMetadataClient(t *testing.T) {
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, objs...)
 	kube.ClearActions()
-	var out, errb bytes.Buffer
-	c := &AuditCLI{Stdout: &out, Stderr: &errb,
-		NewClients: func(ClientOptions) (Clients, error) { return Clients{Kube: kube, Meta: md, Rollouts: ro}, nil }}
-	if code := c.Main([]string{"-namespace", testNS}); code != ExitFail || out.String() != wantAuditText {
-		t.Errorf("exit %d, output\n%s%s", code, out.String(), errb.String())
+	if code, out, errb := runAudit(t, plugin.Clients{Kube: kube, Meta: md, Rollouts: ro}, run{namespace: testNS}); code != exitFail || out != wantAuditText {
+		t.Errorf("exit %d, output\n%s%s", code, out, errb)
 	}
 	for _, a := range kube.Actions() {
 		if r := a.GetResource().Resource; r != "replicasets" && r != "deployments" {
@@ -583,48 +451,6 @@ func TestAuditMetadataClient(t *testing.T) {
 	}
 	if n := len(md.Actions()); n != 2 {
 		t.Errorf("metadata requests %d, want 2", n)
-	}
-}
-
-func TestRequiredReferences(t *testing.T) {
-	spec := podSpec([]string{"vol-required"}, []string{"env-required"})
-	c := &spec.Containers[0]
-	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "envfrom-optional"}, Optional: ptr(true)}})
-	c.Env = append(c.Env,
-		corev1.EnvVar{Name: "A", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key-optional"}, Key: "k", Optional: ptr(true)}}},
-		// Optional here, required in the init container below: required.
-		corev1.EnvVar{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k", Optional: ptr(true)}}})
-	spec.InitContainers = []corev1.Container{{Name: "init", Env: []corev1.EnvVar{{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mixed"}, Key: "k"}}}}}}
-	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
-	spec.Volumes = append(spec.Volumes,
-		corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-optional"}, Optional: ptr(true)}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-required"}}}}}}},
-		corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "secvol-optional", Optional: ptr(true)}}},
-		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-required"}}}})
-	req := RequiredReferences(&spec)
-	all := TemplateReferences(&spec)
-	for _, tc := range []struct {
-		o    Object
-		want bool
-	}{
-		{Object{KindConfigMap, "vol-required"}, true},
-		{Object{KindSecret, "env-required"}, true},
-		{Object{KindConfigMap, "envfrom-optional"}, false},
-		{Object{KindSecret, "key-optional"}, false},
-		{Object{KindConfigMap, "mixed"}, true},
-		{Object{KindSecret, "pull"}, false},
-		{Object{KindSecret, "proj-optional"}, false},
-		{Object{KindConfigMap, "proj-required"}, true},
-		{Object{KindSecret, "secvol-optional"}, false},
-		{Object{KindSecret, "csi-required"}, true},
-	} {
-		if !all.Has(tc.o) {
-			t.Errorf("%s not referenced at all", tc.o)
-		}
-		if req.Has(tc.o) != tc.want {
-			t.Errorf("%s required = %v, want %v", tc.o, req.Has(tc.o), tc.want)
-		}
 	}
 }
 
@@ -639,39 +465,37 @@ func TestAuditDeployments(t *testing.T) {
 	rsFor := func(name, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
 		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID("uid-" + name),
 			Labels:          map[string]string{"app": "api", "pod-template-hash": name},
-			Annotations:     map[string]string{DeploymentRevisionAnnotation: rev},
+			Annotations:     map[string]string{plugin.DeploymentRevisionAnnotation: rev},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-deploy", Controller: &t1}}},
 			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": name}}, Spec: spec}}}
 	}
 	kube := fake.NewClientset(d, rsFor("api-rs1", "1", podSpec([]string{"api-1"}, nil)), rsFor("api-rs2", "2", podSpec([]string{"api-2"}, nil)),
 		cm("api-2", true), cm("unrelated", false))
 	ro := rolloutsfake.NewSimpleClientset()
-	code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS)
+	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
 	for _, want := range []string{"Deployment shop/api\n", "ReplicaSet api-rs2 (current, revision 2)", "ConfigMap api-2", "MISSING OWNER", "ConfigMap api-1", "LOST (does not exist)", "findings: 1 lost, 1 unowned"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s%s", want, out, stderr)
 		}
 	}
-	if code != ExitFail {
+	if code != exitFail {
 		t.Errorf("exit %d, want 1 (api-1 is lost)", code)
 	}
-	if _, _, _ = runAudit(t, kube, ro, "-namespace", testNS, "-fix"); len(owners(t, kube, KindConfigMap, "api-2")) != 1 {
-		t.Errorf("-fix did not adopt api-2: %v", owners(t, kube, KindConfigMap, "api-2"))
+	if _, _, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, fix: true}); len(owners(t, kube, plugin.KindConfigMap, "api-2")) != 1 {
+		t.Errorf("-fix did not adopt api-2: %v", owners(t, kube, plugin.KindConfigMap, "api-2"))
 	}
-	if _, out, _ = runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "rollouts"); strings.Contains(out, "Deployment shop/api") {
+	if _, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, workloads: []string{plugin.KindRollout}, explicitKinds: true}); strings.Contains(out, "Deployment shop/api") {
 		t.Errorf("-workloads rollouts audited the Deployment:\n%s", out)
 	}
 	// Without the Rollout CRD: defaulted, Deployments only with a warning; named, an error.
 	ro.PrependReactor("list", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "")
 	})
-	if code, out, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-log-level", "warn"); !strings.Contains(out, "Deployment shop/api") || !strings.Contains(stderr, "not installed") || code == ExitUsage {
+	if code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS}); !strings.Contains(out, "Deployment shop/api") || !strings.Contains(stderr, "not installed") {
 		t.Errorf("defaulted without the CRD: exit %d\n%s%s", code, out, stderr)
 	}
-	if code, _, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "rollouts,deployments"); code != ExitFail || !strings.Contains(stderr, "Rollout CRD (rollouts.argoproj.io) is not installed") {
+	if code, _, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, workloads: []string{plugin.KindRollout, plugin.KindDeployment}, explicitKinds: true}); code != exitFail || !strings.Contains(stderr, "Rollout CRD (rollouts.argoproj.io) is not installed") {
 		t.Errorf("named without the CRD: exit %d %s", code, stderr)
 	}
-	if code, _, stderr := runAudit(t, kube, ro, "-namespace", testNS, "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, `"statefulsets" is not a workload kind`) {
-		t.Errorf("bad -workloads: exit %d %s", code, stderr)
-	}
+	// The exit code of the defaulted run, and a bad -workloads: plugin/cmd TestAuditWorkloadsFlag.
 }

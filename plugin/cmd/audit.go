@@ -1,0 +1,211 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+)
+
+// Audit is `configmap-attacher audit`: it reports, per Rollout and Deployment, the
+// ReplicaSets in history, the ConfigMaps and Secrets they use and what is lost, unowned,
+// stray or legacy, and with -fix adds the missing owner references of opted-in objects
+// (package plugin/audit does the work).
+type Audit struct {
+	Stdout, Stderr io.Writer
+	// NewClients builds the clients (default plugin.NewClients; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (plugin.Clients, error)
+}
+
+// auditOptions are the flags as given.
+type auditOptions struct {
+	namespace, rollout string
+	all, fix           bool
+	output, selector   string
+	logLevel           string
+	workloads          string
+	client             plugin.ClientOptions
+}
+
+// auditRequest is the validated input of one run.
+type auditRequest struct {
+	namespace, rollout string
+	fix, json          bool
+	selector           labels.Selector
+	kinds              []string
+	// explicitKinds: -workloads was given (a missing Rollout CRD is then an error).
+	explicitKinds bool
+	client        plugin.ClientOptions
+	log           *logrus.Logger
+}
+
+const auditUsage = "Usage: configmap-attacher audit (-namespace NS [-rollout NAME] | -A) [-o text|json] [-fix] [flags]\n\n" +
+	"Reports, per Rollout and Deployment, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n" +
+	"lost (referenced, does not exist), unowned (opted in or named in a step, no ReplicaSet owns it),\n" +
+	"stray (owned by a ReplicaSet that does not use it) and legacy (the original tool's controller\n" +
+	"reference). -fix adds missing owner references to opted-in objects only; it never removes one.\n" +
+	"Exit codes: 0 nothing lost, 1 something lost or an error, 2 bad usage.\n\nFlags:\n"
+
+// FlagSet returns a fresh flag set with every flag of the command registered at its default
+// value, writing to c.Stderr (for -help and a docs generator's flag table).
+func (c *Audit) FlagSet() *flag.FlagSet { return c.flags(&auditOptions{}) }
+
+func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollouts to audit")
+	fs.StringVar(&o.rollout, "rollout", "", "audit only this Rollout (needs -namespace)")
+	fs.BoolVar(&o.all, "A", false, "audit the Rollouts of every namespace")
+	fs.BoolVar(&o.all, "all-namespaces", false, "same as -A")
+	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
+	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
+	fs.StringVar(&o.selector, "selector", "", "label selector of opted-in objects (default "+plugin.DefaultDiscoverLabel+"=true)")
+	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
+	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), auditUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Main runs the audit and returns the exit code: ExitOK, ExitFail (something lost, or an
+// error) or ExitUsage.
+func (c *Audit) Main(args []string) int {
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Stderr == nil {
+		c.Stderr = os.Stderr
+	}
+	var o auditOptions
+	fs := c.flags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage // the flag package has printed the problem and the usage
+	}
+	req, problems := o.validate(fs, c.Stderr)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %s\n", p)
+		}
+		fmt.Fprintf(c.Stderr, "Run configmap-attacher audit -help for usage.\n")
+		return ExitUsage
+	}
+	return c.run(context.Background(), req)
+}
+
+// validate turns the parsed flags into a request; it returns every problem at once.
+func (o *auditOptions) validate(fs *flag.FlagSet, logOut io.Writer) (auditRequest, []string) {
+	req := auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, json: o.output == "json", client: o.client}
+	var problems []string
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", fs.Arg(0)))
+	}
+	switch {
+	case o.all && (o.namespace != "" || o.rollout != ""):
+		problems = append(problems, "-A audits every namespace: do not combine it with -namespace or -rollout")
+	case !o.all && o.namespace == "":
+		problems = append(problems, "-namespace is required (or -A for every namespace)")
+	}
+	if o.output != "text" && o.output != "json" {
+		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
+	}
+	if o.selector != "" {
+		sel, err := labels.Parse(o.selector)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
+		case !plugin.Positive(sel):
+			problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, plugin.NotPositive))
+		default:
+			req.selector = sel
+		}
+	}
+	kinds, kindProblems := ParseWorkloads(o.workloads)
+	problems = append(problems, kindProblems...)
+	req.kinds = kinds
+	fs.Visit(func(f *flag.Flag) { req.explicitKinds = req.explicitKinds || f.Name == "workloads" })
+	if o.rollout != "" && !slices.Contains(kinds, plugin.KindRollout) {
+		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")
+	}
+	req.log = logrus.New()
+	req.log.SetOutput(logOut)
+	if err := ConfigureLogger(req.log, o.logLevel, "text"); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return req, problems
+}
+
+// run audits (and fixes), writes the report and returns the exit code.
+func (c *Audit) run(ctx context.Context, req auditRequest) int {
+	newClients := c.NewClients
+	if newClients == nil {
+		newClients = plugin.NewClients
+	}
+	cl, err := newClients(req.client)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		return ExitFail
+	}
+	aud := audit.New(cl, req.log)
+	aud.Selector, aud.Workloads, aud.WorkloadsExplicit = req.selector, req.kinds, req.explicitKinds
+	rep, err := aud.Run(ctx, req.namespace, req.rollout, req.fix)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		return ExitFail
+	}
+	if req.json {
+		if err := rep.WriteJSON(c.Stdout); err != nil {
+			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+			return ExitFail
+		}
+	} else {
+		rep.WriteText(c.Stdout)
+	}
+	if rep.Failed() {
+		return ExitFail
+	}
+	return ExitOK
+}
+
+// ParseWorkloads reads a -workloads value ("rollouts,deployments") into workload kinds
+// (plugin.KindRollout, plugin.KindDeployment), reporting every unknown word.
+func ParseWorkloads(v string) ([]string, []string) {
+	var kinds, problems []string
+	for _, w := range strings.Split(v, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		switch strings.ToLower(w) {
+		case "rollouts", "rollout":
+			if !slices.Contains(kinds, plugin.KindRollout) {
+				kinds = append(kinds, plugin.KindRollout)
+			}
+		case "deployments", "deployment":
+			if !slices.Contains(kinds, plugin.KindDeployment) {
+				kinds = append(kinds, plugin.KindDeployment)
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("-workloads: %q is not a workload kind: use rollouts, deployments or both (rollouts,deployments)", w))
+		}
+	}
+	if len(kinds) == 0 && len(problems) == 0 {
+		problems = append(problems, "-workloads is empty: use rollouts, deployments or both (rollouts,deployments)")
+	}
+	return kinds, problems
+}

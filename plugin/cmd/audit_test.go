@@ -1,0 +1,209 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+)
+
+// runAuditCmd runs `configmap-attacher audit args…` on fakes (the metadata client served
+// from the typed fake).
+func runAuditCmd(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &Audit{Stdout: &out, Stderr: &errb,
+		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
+			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube), Rollouts: ro}, nil
+		}}
+	code := c.Main(args)
+	return code, out.String(), errb.String()
+}
+
+func TestAuditUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing", nil, "-namespace is required (or -A for every namespace)"},
+		{"rollout without namespace", []string{"-rollout", "web"}, "-namespace is required"},
+		{"-A and -namespace", []string{"-A", "-namespace", "shop"}, "do not combine it with -namespace or -rollout"},
+		{"-A and -rollout", []string{"-A", "-rollout", "web"}, "do not combine it"},
+		{"bad output", []string{"-namespace", "shop", "-o", "yaml"}, `-o "yaml": use text or json`},
+		{"bad selector", []string{"-namespace", "shop", "-selector", "a in (b"}, `-selector "a in (b"`},
+		{"empty selector", []string{"-namespace", "shop", "-selector", " "}, "selects every object without a given label"},
+		{"negative-only selector", []string{"-namespace", "shop", "-selector", "!team"}, "selects every object without a given label"},
+		{"stray argument", []string{"-namespace", "shop", "web"}, `unexpected argument "web"`},
+		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
+		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset()
+			ro := rolloutsfake.NewSimpleClientset()
+			code, out, stderr := runAuditCmd(t, kube, ro, tc.args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d", code, ExitUsage)
+			}
+			if !strings.Contains(stderr, tc.want) || out != "" {
+				t.Errorf("stderr %q lacks %q (stdout %q)", stderr, tc.want, out)
+			}
+			if len(kube.Actions())+len(ro.Actions()) != 0 {
+				t.Error("bad usage made API calls")
+			}
+		})
+	}
+	if code, _, stderr := runAuditCmd(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher audit") {
+		t.Errorf("-help: %d %s", code, stderr)
+	}
+}
+
+// Every problem is reported at once, each naming its flag.
+func TestAuditReportsEveryProblem(t *testing.T) {
+	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-workloads", "statefulsets", "-log-level", "loud", "extra")
+	if code != ExitUsage {
+		t.Errorf("exit %d, want %d", code, ExitUsage)
+	}
+	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-workloads: "statefulsets"`, `log level "loud"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// api is a Deployment with two ReplicaSets: api-rs2 (current) uses api-2 (opted in, no
+// owner), api-rs1 uses api-1 (lost).
+func apiDeployment() (*fake.Clientset, *rolloutsfake.Clientset) {
+	t1 := true
+	podSpec := func(cm string) corev1.PodSpec {
+		return corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+			Volumes: []corev1.Volume{{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "shop", UID: "uid-deploy"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: podSpec("api-2")}}}
+	rsFor := func(name, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID("uid-" + name),
+			Labels:          map[string]string{"app": "api", "pod-template-hash": name},
+			Annotations:     map[string]string{plugin.DeploymentRevisionAnnotation: rev},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-deploy", Controller: &t1}}},
+			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": name}}, Spec: spec}}}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "api-2", Namespace: "shop", Labels: map[string]string{plugin.DefaultDiscoverLabel: "true"}}}
+	kube := fake.NewClientset(d, rsFor("api-rs1", "1", podSpec("api-1")), rsFor("api-rs2", "2", podSpec("api-2")), cm)
+	return kube, rolloutsfake.NewSimpleClientset()
+}
+
+// The command end to end: text and JSON output, -fix, and the exit codes.
+func TestAuditCommand(t *testing.T) {
+	kube, ro := apiDeployment()
+	code, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop")
+	for _, want := range []string{"Deployment shop/api\n", "ReplicaSet api-rs2 (current, revision 2)", "ConfigMap api-2  MISSING OWNER", "ConfigMap api-1  LOST (does not exist)",
+		"missing owners: 1 owner reference(s) can be added: run again with -fix", "findings: 1 lost, 1 unowned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1 (api-1 is lost)", code)
+	}
+	code, out, _ = runAuditCmd(t, kube, ro, "-namespace", "shop", "-fix", "-o", "json")
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if code != ExitFail || rep.Fix == nil || len(rep.Fix.Added) != 1 || rep.Fix.Added[0].Name != "api-2" || rep.Summary.Fixable != 0 || rep.Summary.Lost != 1 {
+		t.Errorf("-fix: exit %d, %+v %+v", code, rep.Fix, rep.Summary)
+	}
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 1 || c.OwnerReferences[0].Name != "api-rs2" {
+		t.Errorf("api-2 owners %+v", c.OwnerReferences)
+	}
+	// Nothing lost: exit 0.
+	if err := kube.AppsV1().ReplicaSets("shop").Delete(t.Context(), "api-rs1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop"); code != ExitOK || !strings.HasSuffix(out, "findings: 0 lost, 0 unowned, 0 stray, 0 legacy\n") {
+		t.Errorf("clean: exit %d\n%s%s", code, out, stderr)
+	}
+	// A missing Rollout: exit 1 with the reason on stderr.
+	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-rollout", "nope"); code != ExitFail || !strings.Contains(stderr, "configmap-attacher audit: Rollout shop/nope not found") {
+		t.Errorf("missing rollout: exit %d %s", code, stderr)
+	}
+}
+
+// -workloads chooses the kinds; without the Rollout CRD a defaulted run audits the
+// Deployments with a warning, a named one is an error.
+func TestAuditWorkloadsFlag(t *testing.T) {
+	kube, ro := apiDeployment()
+	if err := ro.Tracker().Add(&v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "rollouts"); strings.Contains(out, "Deployment shop/api") || !strings.Contains(out, "Rollout shop/web") {
+		t.Errorf("-workloads rollouts:\n%s", out)
+	}
+	if _, out, _ := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", " Deployment, "); strings.Contains(out, "Rollout shop/web") || !strings.Contains(out, "Deployment shop/api") {
+		t.Errorf("-workloads deployment:\n%s", out)
+	}
+	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-rollout", "web", "-workloads", "deployments"); code != ExitUsage || !strings.Contains(stderr, "-workloads must include rollouts") {
+		t.Errorf("-rollout with deployments only: exit %d %s", code, stderr)
+	}
+	ro.PrependReactor("list", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "")
+	})
+	if code, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-log-level", "warn"); !strings.Contains(out, "Deployment shop/api") || !strings.Contains(stderr, "not installed") || code == ExitUsage {
+		t.Errorf("defaulted without the CRD: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "rollouts,deployments"); code != ExitFail || !strings.Contains(stderr, "Rollout CRD (rollouts.argoproj.io) is not installed") {
+		t.Errorf("named without the CRD: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, `"statefulsets" is not a workload kind`) {
+		t.Errorf("bad -workloads: exit %d %s", code, stderr)
+	}
+	if _, problems := ParseWorkloads(" , "); len(problems) != 1 || !strings.Contains(problems[0], "-workloads is empty") {
+		t.Errorf("empty -workloads: %v", problems)
+	}
+}
+
+// FlagSet is every flag at its default, for -help and the docs' flag table.
+func TestAuditFlagSet(t *testing.T) {
+	var errb bytes.Buffer
+	fs := (&Audit{Stderr: &errb}).FlagSet()
+	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
+		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn"}
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if d, ok := want[f.Name]; !ok || f.DefValue != d || f.Usage == "" {
+			t.Errorf("flag -%s default %q (want %q, known %v)", f.Name, f.DefValue, d, ok)
+		}
+	})
+	if n != len(want) {
+		t.Errorf("%d flags, want %d", n, len(want))
+	}
+	fs.Usage()
+	if !strings.HasPrefix(errb.String(), "Usage: configmap-attacher audit") || !strings.Contains(errb.String(), "-workloads string") {
+		t.Errorf("usage:\n%s", errb.String())
+	}
+	if (&Audit{}).FlagSet() == fs {
+		t.Error("FlagSet returned the same flag set twice")
+	}
+}

@@ -1,0 +1,96 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// RevisionAnnotation is the revision number Argo Rollouts writes on each ReplicaSet.
+const RevisionAnnotation = "rollout.argoproj.io/revision"
+
+// DeploymentRevisionAnnotation is the Deployment controller's.
+const DeploymentRevisionAnnotation = "deployment.kubernetes.io/revision"
+
+// DeploymentGetter reads one Deployment. The caller chooses the client, the retries and the
+// wording of its errors; ResolveWorkloadRef returns them unchanged (a caller tells a missing
+// Deployment by apierrors.IsNotFound).
+type DeploymentGetter func(ctx context.Context, namespace, name string) (*appsv1.Deployment, error)
+
+// ResolvedRollout is a Rollout as the Rollouts controller sees it once spec.workloadRef is
+// resolved.
+type ResolvedRollout struct {
+	// Rollout is the Rollout itself, or for a workloadRef Rollout a copy whose template is the
+	// Deployment's (and whose selector, when it has none, the Deployment's): pass it to
+	// NewReplicaSet.
+	Rollout *v1alpha1.Rollout
+	// Deployment is the Deployment spec.workloadRef names; nil without a workloadRef.
+	Deployment *appsv1.Deployment
+	// Workload is the Rollout's identity and selector: spec.selector, else the Deployment's.
+	Workload Workload
+}
+
+// ResolveWorkloadRef resolves a Rollout's spec.workloadRef by the Rollouts controller's rule
+// (rollout/templateref.go): the referenced workload must be a Deployment; its pod template
+// always stands in for the Rollout's; its selector only when the Rollout has none. A Rollout
+// without a workloadRef is returned as it is, with no request. The one resolution of every
+// mode: the command line (which in addition waits until status.workloadObservedGeneration is
+// Deployment.Generation) and audit.
+func ResolveWorkloadRef(ctx context.Context, get DeploymentGetter, ro *v1alpha1.Rollout) (ResolvedRollout, error) {
+	res := ResolvedRollout{Rollout: ro,
+		Workload: Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}}
+	wr := ro.Spec.WorkloadRef
+	if wr == nil {
+		return res, nil
+	}
+	if wr.Kind != "Deployment" {
+		return res, &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
+	}
+	d, err := get(ctx, ro.Namespace, wr.Name)
+	if err != nil {
+		return res, err
+	}
+	resolved := ro.DeepCopy()
+	resolved.Spec.Template = d.Spec.Template
+	if resolved.Spec.Selector == nil {
+		resolved.Spec.Selector = d.Spec.Selector
+		res.Workload.Selector = d.Spec.Selector
+	}
+	res.Rollout, res.Deployment = resolved, d
+	return res, nil
+}
+
+// ReplicaSetSelector is the workload's selector as a labels.Selector; a workload without one,
+// or with an invalid one, is a *FailError (nothing tells which ReplicaSets are its own).
+func (w Workload) ReplicaSetSelector() (labels.Selector, error) {
+	if w.Selector == nil {
+		return nil, &FailError{fmt.Sprintf("%s has no spec.selector: cannot tell which ReplicaSets are its own", w)}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	if err != nil {
+		return nil, &FailError{fmt.Sprintf("%s: spec.selector is invalid: %v", w, err)}
+	}
+	return sel, nil
+}
+
+// OwnReplicaSets picks the workload's ReplicaSets out of a list of its namespace's already
+// made (audit lists each namespace once for every workload in it): those matching its
+// selector whose controller reference carries its UID, oldest first — what ListReplicaSets
+// returns from its own list request.
+func OwnReplicaSets(items []appsv1.ReplicaSet, w Workload) ([]*appsv1.ReplicaSet, error) {
+	sel, err := w.ReplicaSetSelector()
+	if err != nil {
+		return nil, err
+	}
+	var match []appsv1.ReplicaSet
+	for i := range items {
+		if sel.Matches(labels.Set(items[i].Labels)) {
+			match = append(match, items[i])
+		}
+	}
+	return Controlled(match, w.UID), nil
+}
