@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -316,55 +315,6 @@ func (d *demo) failure(err error) string {
 		fmt.Fprintf(&b, "state kept in %s (remove it when done)\n", d.c.Dir)
 	}
 	return b.String()
-}
-
-// errTimeout marks a wait that did not end in time.
-var errTimeout = errors.New("timed out")
-
-// waitFor polls cond every 100 ms until it reports done, returns an error (fatal), ctx ends or
-// timeout passes; the error then names what was awaited and cond's last description.
-func (d *demo) waitFor(timeout time.Duration, what string, cond func() (done bool, state string, err error)) error {
-	return d.waitEvery(timeout, 100*time.Millisecond, what, cond)
-}
-
-// waitEvery is waitFor polling every interval.
-func (d *demo) waitEvery(timeout, interval time.Duration, what string, cond func() (done bool, state string, err error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state, err := cond()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w after %v waiting for %s; last state: %s", errTimeout, timeout, what, state)
-		}
-		select {
-		case <-d.ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, d.ctx.Err())
-		case <-time.After(interval):
-		}
-	}
-}
-
-// say prints a narration line.
-func say(format string, args ...any) {
-	fmt.Printf("   "+format+"\n", args...)
-}
-
-// stage prints a stage heading.
-func stage(format string, args ...any) {
-	fmt.Printf("\n── "+format+"\n", args...)
-}
-
-func since(t time.Time) time.Duration {
-	d := time.Since(t)
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -33,14 +34,17 @@ const (
 // fails the test.
 func PruneLikeArgoCD(t testing.TB, ctx context.Context, kube kubernetes.Interface, ns, app, revisionLabel string, current int) []string {
 	t.Helper()
-	deleted, err := pruneLikeArgoCD(ctx, kube, ns, app, revisionLabel, current)
+	_, deleted, err := PruneUnowned(ctx, kube, ns, app, revisionLabel, current)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return deleted
 }
 
-func pruneLikeArgoCD(ctx context.Context, kube kubernetes.Interface, ns, app, revisionLabel string, current int) ([]string, error) {
+// PruneUnowned is PruneLikeArgoCD without a test (for hack/demo): it returns the objects of
+// earlier revisions it kept because they have an owner, and those it deleted, each sorted
+// "Kind/name". An object already gone counts as deleted.
+func PruneUnowned(ctx context.Context, kube kubernetes.Interface, ns, app, revisionLabel string, current int) (kept, deleted []string, err error) {
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(map[string]string{LabelRevisioned: "true", LabelApp: app}).String()}
 	type object struct {
 		ref  ConfigRef
@@ -49,21 +53,24 @@ func pruneLikeArgoCD(ctx context.Context, kube kubernetes.Interface, ns, app, re
 	var objects []object
 	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, cm := range cms.Items {
 		objects = append(objects, object{ConfigMapRef(cm.Name), cm.ObjectMeta})
 	}
 	secs, err := kube.CoreV1().Secrets(ns).List(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, s := range secs.Items {
 		objects = append(objects, object{SecretRef(s.Name), s.ObjectMeta})
 	}
-	var deleted []string
 	for _, o := range objects {
-		if rev, _ := strconv.Atoi(o.meta.Labels[revisionLabel]); rev >= current || len(o.meta.OwnerReferences) > 0 {
+		if rev, _ := strconv.Atoi(o.meta.Labels[revisionLabel]); rev >= current {
+			continue
+		}
+		if len(o.meta.OwnerReferences) > 0 {
+			kept = append(kept, o.ref.String())
 			continue
 		}
 		if o.ref.Kind == "Secret" {
@@ -71,13 +78,14 @@ func pruneLikeArgoCD(ctx context.Context, kube kubernetes.Interface, ns, app, re
 		} else {
 			err = kube.CoreV1().ConfigMaps(ns).Delete(ctx, o.ref.Name, metav1.DeleteOptions{})
 		}
-		if err != nil {
-			return deleted, fmt.Errorf("prune %s: %w", o.ref, err)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("prune %s: %w", o.ref, err)
 		}
 		deleted = append(deleted, o.ref.String())
 	}
+	sort.Strings(kept)
 	sort.Strings(deleted)
-	return deleted, nil
+	return kept, deleted, nil
 }
 
 // RolloutObserved reports whether the Rollouts controller has seen the Rollout's current
