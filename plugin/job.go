@@ -154,24 +154,20 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to observe generation %d of Rollout %s/%s (observed: %q)", ro.Generation, w.ns, w.name, ro.Status.ObservedGeneration))
 	}
-	wl := Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
-	resolved := ro
-	if ro.Spec.WorkloadRef != nil {
-		d, wait, err := w.workload(ctx, ro)
-		if err != nil || wait != "" {
-			if wait != "" {
-				return w.waitFor(wait)
-			}
-			return false, "", err
+	// The controller's own view (ResolveWorkloadRef): for workloadRef, the Deployment's template
+	// and (when the Rollout has none) selector stand in for the Rollout's.
+	rr, err := ResolveWorkloadRef(ctx, w.getDeployment, ro)
+	if err != nil {
+		wait, err := w.workloadError(ro, err)
+		if wait != "" {
+			return w.waitFor(wait)
 		}
-		// The controller's own view: the Deployment's template and selector stand in for the
-		// Rollout's (as its workloadRef resolution does).
-		resolved = ro.DeepCopy()
-		resolved.Spec.Template = d.Spec.Template
-		if wl.Selector == nil {
-			wl.Selector = d.Spec.Selector
-		}
+		return false, "", err
 	}
+	if wait := w.workloadObserved(ro, rr.Deployment); wait != "" {
+		return w.waitFor(wait)
+	}
+	wl, resolved := rr.Workload, rr.Rollout
 	if w.expect.Key != "" {
 		if v, ok := resolved.Spec.Template.Annotations[w.expect.Key]; !ok || v != w.expect.Value {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
@@ -208,29 +204,39 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	return true, strings.Replace(res.Message, "to ReplicaSet "+target.Name, "to ReplicaSet "+target.Name+where, 1), nil
 }
 
-// workload checks a workloadRef Rollout: the controller must have observed the Deployment's
-// latest generation, and the Deployment supplies the selector when the Rollout has none.
-func (w *waiter) workload(ctx context.Context, ro *v1alpha1.Rollout) (*appsv1.Deployment, string, error) {
-	wr := ro.Spec.WorkloadRef
-	if wr.Kind != "Deployment" {
-		return nil, "", &FailError{fmt.Sprintf("Rollout %s/%s: spec.workloadRef.kind %q is not supported (only Deployment)", ro.Namespace, ro.Name, wr.Kind)}
-	}
+// getDeployment is the DeploymentGetter the waiter gives ResolveWorkloadRef: one read with
+// the Attacher's deadline and retries of transient errors.
+func (w *waiter) getDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
 	var d *appsv1.Deployment
 	err := w.attacher.call(ctx, func(ctx context.Context) error {
 		var err error
-		d, err = w.attacher.Client.AppsV1().Deployments(ro.Namespace).Get(ctx, wr.Name, metav1.GetOptions{})
+		d, err = w.attacher.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
+	return d, err
+}
+
+// workloadError words a failed workloadRef resolution: a missing Deployment is waited for
+// (the returned reason), a forbidden read or an unsupported kind fails the run.
+func (w *waiter) workloadError(ro *v1alpha1.Rollout, err error) (string, error) {
+	name := ro.Spec.WorkloadRef.Name
 	switch {
+	case IsPermanent(err): // spec.workloadRef.kind is not Deployment
+		return "", err
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, wr.Name), nil
+		return fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, name), nil
 	case apierrors.IsForbidden(err):
-		return nil, "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+JobRBACHint, ro.Namespace, wr.Name, apiMessage(err))}
-	case err != nil:
-		return nil, "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, wr.Name, err)
+		return "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+JobRBACHint, ro.Namespace, name, apiMessage(err))}
+	default:
+		return "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, name, err)
 	}
-	if ro.Status.WorkloadObservedGeneration != strconv.FormatInt(d.Generation, 10) {
-		return nil, fmt.Sprintf("the Rollouts controller to observe generation %d of Deployment %s/%s (observed: %q)", d.Generation, ro.Namespace, wr.Name, ro.Status.WorkloadObservedGeneration), nil
+}
+
+// workloadObserved is why a workloadRef Rollout is not settled yet: the controller must have
+// observed the Deployment's latest generation ("" when it has, or without a workloadRef).
+func (w *waiter) workloadObserved(ro *v1alpha1.Rollout, d *appsv1.Deployment) string {
+	if d == nil || ro.Status.WorkloadObservedGeneration == strconv.FormatInt(d.Generation, 10) {
+		return ""
 	}
-	return d, "", nil
+	return fmt.Sprintf("the Rollouts controller to observe generation %d of Deployment %s/%s (observed: %q)", d.Generation, ro.Namespace, d.Name, ro.Status.WorkloadObservedGeneration)
 }
