@@ -12,7 +12,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: build test unit lint release binaries demo clean fuzz bench image soak
+.PHONY: build test unit lint release binaries demo clean fuzz bench image soak docs
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -132,3 +132,8 @@ SOAK_REPORT ?= $(abspath docs/soak.md)
 soak: binaries
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) SOAK_ROLLOUTS=$(SOAK_ROLLOUTS) SOAK_REPORT=$(SOAK_REPORT) \
 	  go test ./test/soak/ -run '^TestSoak$$' -count=1 -v -timeout 90m
+
+## docs: the flag tables of README.md and docs/*.md from the commands' flag sets (hack/docs;
+## `go run ./hack/docs -check` verifies them, as plugin/cmd TestDocsFlagTablesUpToDate does).
+docs:
+	go run ./hack/docs
