@@ -144,8 +144,9 @@ func (a *Attacher) call(ctx context.Context, f func(context.Context) error) erro
 	})
 }
 
-// Call is call for callers outside the package (audit's reads): the same per-request
-// deadline and retries of transient errors, with the Attacher's RequestTimeout and Backoff.
+// Call runs one API request with the Attacher's per-request deadline (RequestTimeout) and
+// retries of transient errors (Backoff), stopping when ctx is done: the package's one retry
+// helper, call, for callers outside the package (audit's reads).
 func (a *Attacher) Call(ctx context.Context, f func(context.Context) error) error {
 	return a.call(ctx, f)
 }

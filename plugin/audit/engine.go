@@ -190,7 +190,7 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *Report, ns string, wl
 	a.log().WithFields(logrus.Fields{"namespace": ns, "rollouts": len(wl.rollouts), "deployments": len(wl.deployments), "replicaSets": len(snap.replicaSets), "objects": len(snap.objects)}).Debug("auditing namespace")
 	seen := map[plugin.Object]bool{}
 	var gaps []plugin.GapReplicaSet
-	audit := func(aw auditedWorkload, werr error) Workload {
+	auditOne := func(aw auditedWorkload, werr error) Workload {
 		if werr == nil {
 			gaps = append(gaps, gapsOf(aw, snap)...)
 		}
@@ -202,10 +202,10 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *Report, ns string, wl
 	}
 	for _, ro := range wl.rollouts {
 		aw, err := a.rolloutWorkload(ctx, ro)
-		rep.Rollouts = append(rep.Rollouts, audit(aw, err))
+		rep.Rollouts = append(rep.Rollouts, auditOne(aw, err))
 	}
 	for _, d := range wl.deployments {
-		rep.Deployments = append(rep.Deployments, audit(deploymentWorkload(d), nil))
+		rep.Deployments = append(rep.Deployments, auditOne(deploymentWorkload(d), nil))
 	}
 	// The controller mode's gauges, computed the same way (plugin.Gaps).
 	u, l := plugin.Gaps(gaps, func(o plugin.Object) plugin.GapObject {

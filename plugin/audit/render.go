@@ -14,104 +14,115 @@ import (
 // commands, what -fix did (or would do), and a summary line.
 func (r *Report) WriteText(w io.Writer) {
 	for _, ra := range append(append([]Workload(nil), r.Rollouts...), r.Deployments...) {
-		kind := ra.Kind
-		if kind == "" {
-			kind = plugin.KindRollout
-		}
-		fmt.Fprintf(w, "%s %s/%s\n", kind, ra.Namespace, ra.Name)
-		if ra.Error != "" {
-			fmt.Fprintf(w, "└─ ERROR %s\n\n", ra.Error)
-			continue
-		}
-		type node struct {
-			label string
-			lines [][2]string // object label, status
-		}
-		var nodes []node
-		width := 0
-		findingTypes := map[plugin.Object][]string{}
-		for _, f := range ra.Findings {
-			o := plugin.Object{Kind: f.Kind, Name: f.Name}
-			if !slices.Contains(findingTypes[o], f.Type) {
-				findingTypes[o] = append(findingTypes[o], f.Type)
-			}
-		}
-		for _, rs := range ra.ReplicaSets {
-			var notes []string
-			if rs.Current {
-				notes = append(notes, "current")
-			}
-			if rs.Revision != "" {
-				notes = append(notes, "revision "+rs.Revision)
-			}
-			if rs.Deleting {
-				notes = append(notes, "being deleted")
-			}
-			n := node{label: "ReplicaSet " + rs.Name}
-			if len(notes) > 0 {
-				n.label += " (" + strings.Join(notes, ", ") + ")"
-			}
-			for _, e := range rs.Objects {
-				n.lines = append(n.lines, [2]string{string(e.Kind) + " " + e.Name, edgeText(e)})
-			}
-			nodes = append(nodes, n)
-		}
-		other := node{label: "not used by any ReplicaSet"}
-		for _, o := range ra.Objects {
-			if len(o.UsedBy) > 0 {
-				continue
-			}
-			var st []string
-			for _, t := range findingTypes[o.Object()] {
-				if t == FindingStray || t == FindingLegacy {
-					t += " owner"
-				}
-				st = append(st, strings.ToUpper(t))
-			}
-			switch {
-			case len(st) > 0:
-			case !o.Exists:
-				st = append(st, "absent (named in a step)")
-			case len(o.Owners) > 0:
-				st = append(st, "owned")
-			default:
-				st = append(st, "no owner")
-			}
-			other.lines = append(other.lines, [2]string{string(o.Kind) + " " + o.Name, strings.Join(st, ", ")})
-		}
-		if len(other.lines) > 0 {
-			nodes = append(nodes, other)
-		}
-		if len(nodes) == 0 {
-			nodes = append(nodes, node{label: "(no ReplicaSets)"})
-		}
-		for _, n := range nodes {
-			for _, l := range n.lines {
-				width = max(width, len(l[0]))
-			}
-		}
-		for i, n := range nodes {
-			branch, indent := "├─ ", "│  "
-			if i == len(nodes)-1 {
-				branch, indent = "└─ ", "   "
-			}
-			fmt.Fprintf(w, "%s%s\n", branch, n.label)
-			for j, l := range n.lines {
-				b := "├─ "
-				if j == len(n.lines)-1 {
-					b = "└─ "
-				}
-				fmt.Fprintf(w, "%s%s%-*s  %s\n", indent, b, width, l[0], l[1])
-			}
-		}
-		writeFindings(w, ra.Findings)
-		fmt.Fprintln(w)
+		writeWorkload(w, ra)
 	}
 	if len(r.Unattributed) > 0 {
 		fmt.Fprintf(w, "Opted-in objects (%s) that no audited Rollout uses or owns\n", r.Selector)
 		writeFindings(w, r.Unattributed)
 		fmt.Fprintln(w)
 	}
+	r.writeSummary(w)
+}
+
+// writeWorkload writes one workload: a branch per ReplicaSet with the status of each object
+// it references, one for the objects no ReplicaSet uses, then the findings.
+func writeWorkload(w io.Writer, ra Workload) {
+	kind := ra.Kind
+	if kind == "" {
+		kind = plugin.KindRollout
+	}
+	fmt.Fprintf(w, "%s %s/%s\n", kind, ra.Namespace, ra.Name)
+	if ra.Error != "" {
+		fmt.Fprintf(w, "└─ ERROR %s\n\n", ra.Error)
+		return
+	}
+	type node struct {
+		label string
+		lines [][2]string // object label, status
+	}
+	var nodes []node
+	width := 0
+	findingTypes := map[plugin.Object][]string{}
+	for _, f := range ra.Findings {
+		o := plugin.Object{Kind: f.Kind, Name: f.Name}
+		if !slices.Contains(findingTypes[o], f.Type) {
+			findingTypes[o] = append(findingTypes[o], f.Type)
+		}
+	}
+	for _, rs := range ra.ReplicaSets {
+		var notes []string
+		if rs.Current {
+			notes = append(notes, "current")
+		}
+		if rs.Revision != "" {
+			notes = append(notes, "revision "+rs.Revision)
+		}
+		if rs.Deleting {
+			notes = append(notes, "being deleted")
+		}
+		n := node{label: "ReplicaSet " + rs.Name}
+		if len(notes) > 0 {
+			n.label += " (" + strings.Join(notes, ", ") + ")"
+		}
+		for _, e := range rs.Objects {
+			n.lines = append(n.lines, [2]string{string(e.Kind) + " " + e.Name, edgeText(e)})
+		}
+		nodes = append(nodes, n)
+	}
+	other := node{label: "not used by any ReplicaSet"}
+	for _, o := range ra.Objects {
+		if len(o.UsedBy) > 0 {
+			continue
+		}
+		var st []string
+		for _, t := range findingTypes[o.Object()] {
+			if t == FindingStray || t == FindingLegacy {
+				t += " owner"
+			}
+			st = append(st, strings.ToUpper(t))
+		}
+		switch {
+		case len(st) > 0:
+		case !o.Exists:
+			st = append(st, "absent (named in a step)")
+		case len(o.Owners) > 0:
+			st = append(st, "owned")
+		default:
+			st = append(st, "no owner")
+		}
+		other.lines = append(other.lines, [2]string{string(o.Kind) + " " + o.Name, strings.Join(st, ", ")})
+	}
+	if len(other.lines) > 0 {
+		nodes = append(nodes, other)
+	}
+	if len(nodes) == 0 {
+		nodes = append(nodes, node{label: "(no ReplicaSets)"})
+	}
+	for _, n := range nodes {
+		for _, l := range n.lines {
+			width = max(width, len(l[0]))
+		}
+	}
+	for i, n := range nodes {
+		branch, indent := "├─ ", "│  "
+		if i == len(nodes)-1 {
+			branch, indent = "└─ ", "   "
+		}
+		fmt.Fprintf(w, "%s%s\n", branch, n.label)
+		for j, l := range n.lines {
+			b := "├─ "
+			if j == len(n.lines)-1 {
+				b = "└─ "
+			}
+			fmt.Fprintf(w, "%s%s%-*s  %s\n", indent, b, width, l[0], l[1])
+		}
+	}
+	writeFindings(w, ra.Findings)
+	fmt.Fprintln(w)
+}
+
+// writeSummary writes what -fix did or can do, the objects it may not touch, and the counts.
+func (r *Report) writeSummary(w io.Writer) {
 	s := r.Summary
 	switch {
 	case r.Fix != nil:
