@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 
@@ -498,4 +499,32 @@ func TestAuditDeployments(t *testing.T) {
 		t.Errorf("named without the CRD: exit %d %s", code, stderr)
 	}
 	// The exit code of the defaulted run, and a bad -workloads: plugin/cmd TestAuditWorkloadsFlag.
+}
+
+// History is ordered by creation time (plugin.SortReplicaSets), never by revision: undo gives
+// the re-used ReplicaSet web-a, the oldest, the newest revision; it is current and shown
+// first, then the others newest first by creation (web-c, then web-b), although web-b's
+// revision is higher.
+func TestAuditHistoryByCreationTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(hash, rev string, offset time.Duration) *appsv1.ReplicaSet {
+		rs := auditRS(hash, rev, podSpec([]string{"cfg-" + hash}, nil))
+		rs.CreationTimestamp = metav1.Time{Time: t0.Add(offset)}
+		return rs
+	}
+	kube := fake.NewClientset(at("a", "4", 0), at("c", "2", 2*time.Hour), at("b", "3", time.Hour),
+		cm("cfg-a", true), cm("cfg-b", true), cm("cfg-c", true))
+	ro := rolloutsfake.NewSimpleClientset(testRollout("a"))
+	_, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, json: true})
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rs := range rep.Rollouts[0].ReplicaSets {
+		got = append(got, rs.Name+":"+rs.Revision+":"+map[bool]string{true: "current", false: ""}[rs.Current])
+	}
+	if want := "web-a:4:current web-c:2: web-b:3:"; strings.Join(got, " ") != want {
+		t.Errorf("history %s, want %s", strings.Join(got, " "), want)
+	}
 }
