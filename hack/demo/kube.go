@@ -10,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
@@ -41,19 +39,7 @@ func (d *demo) createRollout(r *revision) error {
 }
 
 func (d *demo) updateRollout(change func(*v1alpha1.Rollout)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro, err := d.ro.ArgoprojV1alpha1().Rollouts(namespace).Get(d.ctx, appName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(ro)
-		_, err = d.ro.ArgoprojV1alpha1().Rollouts(namespace).Update(d.ctx, ro, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("update Rollout: %w", err)
-	}
-	return nil
+	return cluster.UpdateRollout(d.ctx, d.ro, namespace, appName, change)
 }
 
 // patchStatus patches the Rollout's status subresource, as kubectl-argo-rollouts does.
@@ -70,16 +56,9 @@ func (d *demo) rollout() (*v1alpha1.Rollout, error) {
 
 // replicaSets lists the ReplicaSets whose controller is the Rollout.
 func (d *demo) replicaSets(ro *v1alpha1.Rollout) ([]appsv1.ReplicaSet, error) {
-	list, err := d.kube.AppsV1().ReplicaSets(namespace).List(d.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: appName}).String()})
+	out, err := cluster.ControlledReplicaSets(d.ctx, d.kube, namespace, appName, ro.UID)
 	if err != nil {
 		return nil, err
-	}
-	var out []appsv1.ReplicaSet
-	for _, rs := range list.Items {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == ro.UID {
-			out = append(out, rs)
-		}
 	}
 	slices.SortFunc(out, func(a, b appsv1.ReplicaSet) int {
 		return atoi(b.Annotations[revisionAnnot]) - atoi(a.Annotations[revisionAnnot])
@@ -89,14 +68,7 @@ func (d *demo) replicaSets(ro *v1alpha1.Rollout) ([]appsv1.ReplicaSet, error) {
 
 // findRS returns the ReplicaSet whose pod template uses r's ConfigMap (nil if none).
 func findRS(rss []appsv1.ReplicaSet, r *revision) *appsv1.ReplicaSet {
-	for i := range rss {
-		for _, ref := range cluster.PodConfigRefs(&rss[i].Spec.Template.Spec) {
-			if ref.Kind == "ConfigMap" && ref.Name == r.cm {
-				return &rss[i]
-			}
-		}
-	}
-	return nil
+	return cluster.ReplicaSetUsingConfigMap(rss, r.cm)
 }
 
 func findRSByUID(rss []appsv1.ReplicaSet, uid types.UID) *appsv1.ReplicaSet {
@@ -141,17 +113,7 @@ func ownedBy(refs []metav1.OwnerReference, rs *appsv1.ReplicaSet) bool {
 }
 
 func (d *demo) livePods(selector string) ([]corev1.Pod, error) {
-	list, err := d.kube.CoreV1().Pods(namespace).List(d.ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, err
-	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return cluster.LivePods(d.ctx, d.kube, namespace, selector)
 }
 
 // gone returns a check that kind/name (ReplicaSet, ConfigMap or Secret) no longer exists.

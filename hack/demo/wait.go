@@ -70,10 +70,7 @@ func (d *demo) healthy(r *revision) (bool, string, error) {
 	if rs == nil {
 		return false, state, nil
 	}
-	h := rs.Labels[cluster.RolloutsHashLabel]
-	ok := cluster.RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
-		ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == replicas
-	return ok, fmt.Sprintf("%s; ReplicaSet %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas), nil
+	return cluster.RolloutHealthyAt(ro, rs, replicas), fmt.Sprintf("%s; ReplicaSet %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas), nil
 }
 
 func (d *demo) waitHealthy(r *revision) error {

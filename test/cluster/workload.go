@@ -8,10 +8,15 @@ import (
 	"testing"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Labels on the workloads and revisioned objects that the tests and hack/demo create. They are
@@ -107,4 +112,75 @@ func RolloutState(ro *v1alpha1.Rollout) string {
 	return fmt.Sprintf("phase=%s message=%q gen=%d observed=%s currentPodHash=%s stableRS=%s stepIndex=%s pauseConditions=%d abort=%v steps=%v",
 		ro.Status.Phase, ro.Status.Message, ro.Generation, ro.Status.ObservedGeneration, ro.Status.CurrentPodHash, ro.Status.StableRS,
 		idx, len(ro.Status.PauseConditions), ro.Status.Abort, steps)
+}
+
+// UpdateRollout applies change to Rollout ns/name and writes it back, retrying on conflicts
+// (the Rollouts controller writes the same object).
+func UpdateRollout(ctx context.Context, rc rolloutsclient.Interface, ns, name string, change func(*v1alpha1.Rollout)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ro, err := rc.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(ro)
+		_, err = rc.ArgoprojV1alpha1().Rollouts(ns).Update(ctx, ro, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update Rollout: %w", err)
+	}
+	return nil
+}
+
+// ControlledReplicaSets lists the ReplicaSets in ns labelled LabelApp=app whose controller
+// reference is uid (the workload's own, not another workload's with the same label).
+func ControlledReplicaSets(ctx context.Context, kube kubernetes.Interface, ns, app string, uid types.UID) ([]appsv1.ReplicaSet, error) {
+	list, err := kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(map[string]string{LabelApp: app}).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list ReplicaSets: %w", err)
+	}
+	var out []appsv1.ReplicaSet
+	for _, rs := range list.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == uid {
+			out = append(out, rs)
+		}
+	}
+	return out, nil
+}
+
+// ReplicaSetUsingConfigMap returns the ReplicaSet of rss whose pod template uses ConfigMap
+// name (nil if none): how a test finds the ReplicaSet of a revision.
+func ReplicaSetUsingConfigMap(rss []appsv1.ReplicaSet, name string) *appsv1.ReplicaSet {
+	for i := range rss {
+		for _, ref := range PodConfigRefs(&rss[i].Spec.Template.Spec) {
+			if ref.Kind == "ConfigMap" && ref.Name == name {
+				return &rss[i]
+			}
+		}
+	}
+	return nil
+}
+
+// RolloutHealthyAt reports whether the Rollout is Healthy (and observed) with rs as both its
+// stable and current ReplicaSet and replicas pods available.
+func RolloutHealthyAt(ro *v1alpha1.Rollout, rs *appsv1.ReplicaSet, replicas int32) bool {
+	h := rs.Labels[RolloutsHashLabel]
+	return RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
+		ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == replicas
+}
+
+// LivePods lists the pods in ns matching selector that are not being deleted.
+func LivePods(ctx context.Context, kube kubernetes.Interface, ns, selector string) ([]corev1.Pod, error) {
+	list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 )
 
 // labelRevision is the revision label of the objects these tests create.
@@ -148,17 +147,8 @@ func (a *app) createRollout(strategy v1alpha1.RolloutStrategy, mutate func(*v1al
 
 func (a *app) update(change func(*v1alpha1.Rollout)) {
 	a.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro, err := a.ro.ArgoprojV1alpha1().Rollouts(a.ns).Get(context.Background(), a.name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(ro)
-		_, err = a.ro.ArgoprojV1alpha1().Rollouts(a.ns).Update(context.Background(), ro, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		a.t.Fatalf("update Rollout: %v", err)
+	if err := cluster.UpdateRollout(context.Background(), a.ro, a.ns, a.name, change); err != nil {
+		a.t.Fatal(err)
 	}
 }
 
@@ -201,18 +191,11 @@ func (a *app) promote() {
 // owned returns the workload's ReplicaSets (controller reference to it).
 func (a *app) replicaSets(uid types.UID) []appsv1.ReplicaSet {
 	a.t.Helper()
-	list, err := a.kube.AppsV1().ReplicaSets(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: a.name}).String()})
+	rss, err := cluster.ControlledReplicaSets(context.Background(), a.kube, a.ns, a.name, uid)
 	if err != nil {
-		a.t.Fatalf("list ReplicaSets: %v", err)
+		a.t.Fatal(err)
 	}
-	var out []appsv1.ReplicaSet
-	for _, rs := range list.Items {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == uid {
-			out = append(out, rs)
-		}
-	}
-	return out
+	return rss
 }
 
 func (a *app) rolloutUID() types.UID { return a.get().UID }
@@ -220,14 +203,7 @@ func (a *app) rolloutUID() types.UID { return a.get().UID }
 // rsFor returns the workload's ReplicaSet whose template uses revision rev's ConfigMap (nil if none).
 func (a *app) rsFor(uid types.UID, rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
-	for _, rs := range a.replicaSets(uid) {
-		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
-			if r.Kind == "ConfigMap" && r.Name == a.cm(rev) {
-				return &rs
-			}
-		}
-	}
-	return nil
+	return cluster.ReplicaSetUsingConfigMap(a.replicaSets(uid), a.cm(rev))
 }
 
 func (a *app) waitRS(uid types.UID, rev int) *appsv1.ReplicaSet {
@@ -250,10 +226,7 @@ func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 		if rs == nil {
 			return false, cluster.RolloutState(ro) + "; no ReplicaSet for the revision"
 		}
-		h := rs.Labels[cluster.RolloutsHashLabel]
-		ok := cluster.RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
-			ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == a.replicas
-		return ok, fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
+		return cluster.RolloutHealthyAt(ro, rs, a.replicas), fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
 	})
 	return rs
 }
@@ -346,18 +319,12 @@ func (a *app) pruneLikeArgoCD(current int) []string {
 // pods lists the live pods of a ReplicaSet (by its pod-template-hash label).
 func (a *app) pods(rs *appsv1.ReplicaSet, hashLabel string) []corev1.Pod {
 	a.t.Helper()
-	list, err := a.kube.CoreV1().Pods(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{hashLabel: rs.Labels[hashLabel]}).String()})
+	pods, err := cluster.LivePods(context.Background(), a.kube, a.ns,
+		labels.SelectorFromSet(map[string]string{hashLabel: rs.Labels[hashLabel]}).String())
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
+	return pods
 }
 
 // --- ReplicaSets created directly ---

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 )
 
 // labelRevision is the revision label of the revisioned objects (the others are test/cluster's).
@@ -150,17 +149,8 @@ func (a *app) deploy(rev int) {
 // update changes the Rollout's spec (retrying on conflicts).
 func (a *app) update(change func(*v1alpha1.Rollout)) {
 	a.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro, err := a.ro.ArgoprojV1alpha1().Rollouts(a.ns).Get(context.Background(), a.name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(ro)
-		_, err = a.ro.ArgoprojV1alpha1().Rollouts(a.ns).Update(context.Background(), ro, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		a.t.Fatalf("update Rollout: %v", err)
+	if err := cluster.UpdateRollout(context.Background(), a.ro, a.ns, a.name, change); err != nil {
+		a.t.Fatal(err)
 	}
 }
 
@@ -176,32 +166,17 @@ func (a *app) get() *v1alpha1.Rollout {
 // replicaSets lists the ReplicaSets whose controller is the Rollout.
 func (a *app) replicaSets() []appsv1.ReplicaSet {
 	a.t.Helper()
-	ro := a.get()
-	list, err := a.kube.AppsV1().ReplicaSets(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelApp: a.name}).String()})
+	rss, err := cluster.ControlledReplicaSets(context.Background(), a.kube, a.ns, a.name, a.get().UID)
 	if err != nil {
-		a.t.Fatalf("list ReplicaSets: %v", err)
+		a.t.Fatal(err)
 	}
-	var out []appsv1.ReplicaSet
-	for _, rs := range list.Items {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == ro.UID {
-			out = append(out, rs)
-		}
-	}
-	return out
+	return rss
 }
 
 // rsFor returns the ReplicaSet whose pod template uses revision rev's ConfigMap (nil if none).
 func (a *app) rsFor(rev int) *appsv1.ReplicaSet {
 	a.t.Helper()
-	for _, rs := range a.replicaSets() {
-		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
-			if r.Kind == "ConfigMap" && r.Name == a.cm(rev) {
-				return &rs
-			}
-		}
-	}
-	return nil
+	return cluster.ReplicaSetUsingConfigMap(a.replicaSets(), a.cm(rev))
 }
 
 // eventually polls cond every 100 ms until it returns true; after timeout it fails the test
@@ -230,10 +205,7 @@ func (a *app) waitHealthy(rev int) *appsv1.ReplicaSet {
 		if rs == nil {
 			return false, cluster.RolloutState(ro) + "; no ReplicaSet for the revision yet"
 		}
-		h := rs.Labels[cluster.RolloutsHashLabel]
-		ok := cluster.RolloutObserved(ro) && ro.Status.Phase == v1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == h &&
-			ro.Status.CurrentPodHash == h && rs.Status.AvailableReplicas == a.replicas
-		return ok, fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
+		return cluster.RolloutHealthyAt(ro, rs, a.replicas), fmt.Sprintf("%s; rs %s available %d", cluster.RolloutState(ro), rs.Name, rs.Status.AvailableReplicas)
 	})
 	return rs
 }
@@ -406,18 +378,12 @@ func (a *app) pruneLikeArgoCD(current int) []string {
 // pods lists the live pods of a ReplicaSet.
 func (a *app) pods(rs *appsv1.ReplicaSet) []corev1.Pod {
 	a.t.Helper()
-	list, err := a.kube.CoreV1().Pods(a.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.RolloutsHashLabel: rs.Labels[cluster.RolloutsHashLabel]}).String()})
+	pods, err := cluster.LivePods(context.Background(), a.kube, a.ns,
+		labels.SelectorFromSet(map[string]string{cluster.RolloutsHashLabel: rs.Labels[cluster.RolloutsHashLabel]}).String())
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
+	return pods
 }
 
 // waitLog waits until a line of the controller log contains every substring.
