@@ -184,3 +184,24 @@ func LivePods(ctx context.Context, kube kubernetes.Interface, ns, selector strin
 	}
 	return out, nil
 }
+
+// PromotePatch is the status patch of `kubectl argo rollouts promote` (no flags) for ro: clear
+// the pause conditions or, when there are none, move a canary to its next step; "" when there
+// is nothing to patch (a blue-green Rollout without pause conditions). The command also sets
+// spec.paused to false.
+func PromotePatch(ro *v1alpha1.Rollout) string {
+	switch {
+	case len(ro.Status.PauseConditions) > 0:
+		return `{"status":{"pauseConditions":null}}`
+	case ro.Spec.Strategy.Canary != nil:
+		idx := int32(0)
+		if ro.Status.CurrentStepIndex != nil {
+			idx = *ro.Status.CurrentStepIndex
+		}
+		if idx < int32(len(ro.Spec.Strategy.Canary.Steps)) {
+			idx++
+		}
+		return fmt.Sprintf(`{"status":{"pauseConditions":null,"currentStepIndex":%d}}`, idx)
+	}
+	return ""
+}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,18 +44,8 @@ func (a *app) patchSpec(pt types.PatchType, patch []byte) {
 func (a *app) promote() {
 	a.t.Helper()
 	ro := a.get()
-	switch {
-	case len(ro.Status.PauseConditions) > 0:
-		a.patchStatus(`{"status":{"pauseConditions":null}}`)
-	case ro.Spec.Strategy.Canary != nil:
-		idx := int32(0)
-		if ro.Status.CurrentStepIndex != nil {
-			idx = *ro.Status.CurrentStepIndex
-		}
-		if idx < int32(len(ro.Spec.Strategy.Canary.Steps)) {
-			idx++
-		}
-		a.patchStatus(fmt.Sprintf(`{"status":{"pauseConditions":null,"currentStepIndex":%d}}`, idx))
+	if patch := cluster.PromotePatch(ro); patch != "" {
+		a.patchStatus(patch)
 	}
 	if ro.Spec.Paused {
 		a.patchSpec(types.MergePatchType, []byte(`{"spec":{"paused":false}}`))

@@ -120,17 +120,18 @@ func (s *soak) record(o op) {
 func (s *soak) addViolation(inv int, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var log []string
-	from := len(s.ops) - 30
-	if from < 0 {
-		from = 0
-	}
-	for _, o := range s.ops[from:] {
-		log = append(log, o.String())
-	}
-	v := violationRec{Invariant: inv, At: s.since(), Message: msg, AfterOps: len(s.ops), Log: log}
+	v := violationRec{Invariant: inv, At: s.since(), Message: msg, AfterOps: len(s.ops), Log: s.recentOps()}
 	s.violations = append(s.violations, v)
 	s.t.Errorf("VIOLATION of invariant %d at +%.1fs after %d operations (seed %d): %s", inv, v.At.Seconds(), v.AfterOps, s.seed, msg)
+}
+
+// recentOps describes the last 30 operations, for a violation's record (s.mu held).
+func (s *soak) recentOps() []string {
+	var log []string
+	for _, o := range s.ops[max(0, len(s.ops)-30):] {
+		log = append(log, o.String())
+	}
+	return log
 }
 
 // leak is an object invariant 3 found not collected, with the state when it was found.
@@ -154,15 +155,7 @@ func (s *soak) leakCollected(key string, at time.Time) {
 func (s *soak) addLeak(l leak) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var log []string
-	from := len(s.ops) - 30
-	if from < 0 {
-		from = 0
-	}
-	for _, o := range s.ops[from:] {
-		log = append(log, o.String())
-	}
-	l.v = violationRec{Invariant: 3, At: s.since(), Message: l.msg, AfterOps: len(s.ops), Log: log}
+	l.v = violationRec{Invariant: 3, At: s.since(), Message: l.msg, AfterOps: len(s.ops), Log: s.recentOps()}
 	s.leaks = append(s.leaks, l)
 	s.t.Logf("+%.1fs not collected (checked at the end with a fresh kube-controller-manager): %s", l.v.At.Seconds(), l.msg)
 }

@@ -411,20 +411,8 @@ func (wd *world) promote(w *workload) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var patch string
-	switch {
-	case len(ro.Status.PauseConditions) > 0:
-		patch = `{"status":{"pauseConditions":null}}`
-	case ro.Spec.Strategy.Canary != nil:
-		idx := int32(0)
-		if ro.Status.CurrentStepIndex != nil {
-			idx = *ro.Status.CurrentStepIndex
-		}
-		if idx < int32(len(ro.Spec.Strategy.Canary.Steps)) {
-			idx++
-		}
-		patch = fmt.Sprintf(`{"status":{"pauseConditions":null,"currentStepIndex":%d}}`, idx)
-	default:
+	patch := cluster.PromotePatch(ro)
+	if patch == "" {
 		return "nothing to promote", wd.unpause(ro)
 	}
 	if err := wd.patchStatus(w, patch); err != nil {
