@@ -126,7 +126,9 @@ func TestDryRunWritesNothing(t *testing.T) {
 		}
 	}
 	// After a real run, the dry run has nothing to add.
-	newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
+	if _, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`)); rerr.HasError() {
+		t.Fatalf("real run: %v", rerr)
+	}
 	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"dryRun":true}`))
 	if !strings.Contains(res.Message, "no listed object lacks an owner") {
 		t.Errorf("message %q", res.Message)

@@ -465,7 +465,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 		Client: func() (plugin.Clients, error) {
 			if calls.Add(1) == 1 {
 				var m map[string]int
-				m["boom"]++ // a real nil-map panic, not a panic(string)
+				m["boom"]++ //nolint:staticcheck // SA5000: a real nil-map panic, not a panic(string), is the point
 			}
 			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube)}, nil
 		},

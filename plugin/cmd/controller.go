@@ -411,7 +411,7 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 	}
 	healthLn, err := net.Listen("tcp", o.healthAddr)
 	if err != nil {
-		metricsLn.Close()
+		_ = metricsLn.Close() // the health listener failed: that error is the one to report
 		return fmt.Errorf("-health-addr: %w", err)
 	}
 	mux := http.NewServeMux()

@@ -80,8 +80,9 @@ func (in *Installer) Install(dir string) (Result, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			// Best effort: the error that got us here is the one returned.
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
 		}
 	}()
 	h := sha256.New()
@@ -105,7 +106,7 @@ func (in *Installer) Install(dir string) (Result, error) {
 	// Make the rename durable; a failure here does not undo the install.
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
-		d.Close()
+		_ = d.Close()
 	}
 	return Result{Path: dst, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }

@@ -153,10 +153,10 @@ func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
 	if err := edit.CoreV1().ConfigMaps(e.ns).Delete(ctx(t), "precious", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the editor must not be able to delete the ConfigMap: %v", err)
 	}
-	ro := e.rollout("web")
+	e.rollout("web")
 	// The editor's change: the template mounts the ConfigMaps, the step lists them.
 	rolloutsAsEditor := rolloutsClient(t, editor)
-	ro, err = rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Get(ctx(t), "web", metav1.GetOptions{})
+	ro, err := rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Get(ctx(t), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

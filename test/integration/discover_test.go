@@ -22,7 +22,9 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 	e := newEnv(t, c)
 	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
 	ro := e.rollout("web")
-	e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{})
+	if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= 10; i++ {
 		cm, sec := fmt.Sprintf("cfg-%d", i), fmt.Sprintf("sec-%d", i)
 		e.configMap(cm) // opted in (label configmap-attacher/revisioned=true)
