@@ -30,6 +30,24 @@
 //		...
 //	}
 //
+// Beyond the control plane, the package holds what more than one test package (and hack/demo)
+// needs, so that no package imports another test package and each helper exists once:
+//
+//   - RolloutsController (rollouts_controller.go): the real Argo Rollouts controller with the
+//     plugin registered in argo-rollouts-config and its RBAC as users install it; RolloutsDir,
+//     InstallCRDs, BuildPlugin, RepoRoot (rollouts.go, bin.go).
+//   - FakeKubelet (kubelet.go): makes pods Running and Ready, or CreateContainerConfigError
+//     when a ConfigMap or Secret they use is missing; ConfigRef and PodConfigRefs.
+//   - ControllerProcess and ControllerModeIdentity (controller_mode.go): `configmap-attacher
+//     controller` as a child process with examples/controller.yaml's identity.
+//   - ParseMetrics, ScrapeMetrics, Metric, SumMetric (metrics.go): /metrics as the tests read it.
+//   - Workload helpers (workload.go): the label names, PruneLikeArgoCD, UpdateRollout,
+//     ControlledReplicaSets, RolloutState, PromotePatch, LivePods; and test helpers
+//     (testing.go): WaitUntil, LogLinesOnFailure, SyncBuffer.
+//
+// It is a library, not a test package: its non-test files are imported by every test package
+// and by hack/demo, so each exported name says what it stands in for and why it is shared.
+//
 // Child processes get SIGKILL when the test binary dies (Pdeathsig), so a test timeout or a
 // panic does not leave a control plane behind. Only the PIDs this package started are ever
 // signalled; they are also written to <Dir>/pids.

@@ -308,6 +308,7 @@ func (k *FakeKubelet) missingConfig(ctx context.Context, pod *corev1.Pod) (strin
 // ConfigRef is a ConfigMap or Secret a pod requires.
 type ConfigRef struct{ Kind, Name string }
 
+// String is "Kind/name".
 func (r ConfigRef) String() string { return r.Kind + "/" + r.Name }
 
 // ConfigMapRef is ConfigMap name as a ConfigRef.

@@ -56,12 +56,14 @@ type SyncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p (io.Writer).
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what has been written so far.
 func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,17 +61,7 @@ func TestRolloutRollbackWindow(t *testing.T) {
 	a.createRollout(v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: pauseSteps()}},
 		func(ro *v1alpha1.Rollout) { ro.Spec.RollbackWindow = &v1alpha1.RollbackWindowSpec{Revisions: 3} })
 	rs1 := a.waitHealthy(1)
-	// The controller tells a rollback by creationTimestamp, which has a resolution of one
-	// second (isRollbackWithinWindow: newRS before stableRS): revision 2's ReplicaSet must be
-	// created in a later second than revision 1's, or the revert below is not a rollback.
-	time.Sleep(time.Until(rs1.CreationTimestamp.Add(1100 * time.Millisecond)))
-	a.createConfig(2)
-	a.deploy(2)
-	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
-		t.Fatalf("the prune at revision 2 deleted %v", deleted)
-	}
-	rs2 := a.waitRS(a.rolloutUID(), 2)
-	waitOwned(t, a.kube, a.ns, rs2, 5*time.Second, a.objects(2)...)
+	a.deploySecond(rs1, "the prune at revision 2")
 	a.promoteFull()
 	a.waitHealthy(2)
 	// Git reverts to revision 1 (its config is not re-applied: it was never pruned).
@@ -139,17 +130,7 @@ func TestRolloutGitOpsPrune(t *testing.T) {
 	a.createConfig(1)
 	a.createRollout(v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: pauseSteps()}}, nil)
 	rs1 := a.waitHealthy(1)
-	// The controller tells a rollback by creationTimestamp, which has a resolution of one
-	// second (isRollbackWithinWindow: newRS before stableRS): revision 2's ReplicaSet must be
-	// created in a later second than revision 1's, or the revert below is not a rollback.
-	time.Sleep(time.Until(rs1.CreationTimestamp.Add(1100 * time.Millisecond)))
-	a.createConfig(2)
-	a.deploy(2)
-	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
-		t.Fatalf("the prune right after revision 2 deleted %v", deleted)
-	}
-	rs2 := a.waitRS(a.rolloutUID(), 2)
-	waitOwned(t, a.kube, a.ns, rs2, 5*time.Second, a.objects(2)...)
+	a.deploySecond(rs1, "the prune right after revision 2")
 	eventually(t, 60*time.Second, "the canary paused", func() (bool, string) {
 		ro := a.get()
 		return cluster.RolloutObserved(ro) && len(ro.Status.PauseConditions) > 0, cluster.RolloutState(ro)
@@ -185,3 +166,21 @@ func TestRolloutGitOpsPrune(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// deploySecond deploys revision 2 after revision 1 (ReplicaSet rs1), prunes as Argo CD does
+// (nothing may go: what failed to prune is named by prune), and waits until revision 2's
+// ReplicaSet owns its objects. The controller tells a rollback by creationTimestamp, which has
+// a resolution of one second (isRollbackWithinWindow: newRS before stableRS): revision 2's
+// ReplicaSet is created in a later second than revision 1's, or a revert is not a rollback.
+func (a *app) deploySecond(rs1 *appsv1.ReplicaSet, prune string) *appsv1.ReplicaSet {
+	a.t.Helper()
+	time.Sleep(time.Until(rs1.CreationTimestamp.Add(1100 * time.Millisecond)))
+	a.createConfig(2)
+	a.deploy(2)
+	if deleted := a.pruneLikeArgoCD(2); len(deleted) != 0 {
+		a.t.Fatalf("%s deleted %v", prune, deleted)
+	}
+	rs2 := a.waitRS(a.rolloutUID(), 2)
+	waitOwned(a.t, a.kube, a.ns, rs2, 5*time.Second, a.objects(2)...)
+	return rs2
+}
