@@ -91,12 +91,9 @@ func (a *Attacher) backoff() wait.Backoff {
 // selector whose controller owner reference carries the workload's UID (a ReplicaSet with the
 // right labels but another owner is not ours to attach to), oldest first.
 func (a *Attacher) ListReplicaSets(ctx context.Context, w Workload) ([]*appsv1.ReplicaSet, error) {
-	if w.Selector == nil {
-		return nil, &FailError{fmt.Sprintf("%s has no spec.selector: cannot tell which ReplicaSets are its own", w)}
-	}
-	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	sel, err := w.ReplicaSetSelector()
 	if err != nil {
-		return nil, &FailError{fmt.Sprintf("%s: spec.selector is invalid: %v", w, err)}
+		return nil, err
 	}
 	var list *appsv1.ReplicaSetList
 	err = a.call(ctx, func(ctx context.Context) error {
