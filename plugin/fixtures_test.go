@@ -1,7 +1,7 @@
 package plugin
 
 import (
-	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"

@@ -23,7 +23,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
-	"github.com/configmap-attacher/configmap-attacher/plugin/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
 )
 
 // runAuditCmd runs `configmap-attacher audit args…` on fakes (the metadata client served
