@@ -76,11 +76,9 @@ func render(s snapshot) string {
 		branches = append(branches, br)
 	}
 	for i, c := range s.Collected {
-		line := c
+		line := "           " + c
 		if i == 0 {
 			line = "collected  " + c
-		} else {
-			line = "           " + c
 		}
 		branches = append(branches, branch{line: line})
 	}

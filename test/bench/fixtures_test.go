@@ -435,7 +435,7 @@ func discardLogger() *logrus.Logger {
 	return l
 }
 
-// inProcessStep is plugin.Step built like rpc.Serve builds it (info logging, events on the
+// inProcessStep is plugin.Step built as cmd.StepPlugin builds it (info logging, events on the
 // Rollout), on cfg, without the process boundary. events=false leaves the events out.
 func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 	cs := clientset(b, cfg)
@@ -448,7 +448,7 @@ func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 	log := discardLogger().WithField("plugin", "configmap-attacher")
 	s := &plugin.Step{Client: client, Log: log, Concurrency: 8}
 	if events {
-		// As rpc.Serve builds it: the Event is queued and sent in the background.
+		// As cmd.StepPlugin builds it: the Event is queued and sent in the background.
 		s.Events = plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: log}, 64, log)
 	}
 	return s

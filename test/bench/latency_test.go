@@ -29,7 +29,7 @@ const (
 	vFloorList   = "floor+list"         // + the one list of ReplicaSets, consistent (as the plugin lists)
 	vFloorCached = "floor+cachedlist"   // + the list served from the watch cache as is (resourceVersion "0")
 	vInProcNoEv  = "inprocess-noevents" // plugin.Step in the test process, no Event
-	vInProc      = "inprocess"          // plugin.Step in the test process, as rpc.Serve builds it
+	vInProc      = "inprocess"          // plugin.Step in the test process, as cmd.StepPlugin builds it
 	vPluginRPC   = "plugin-rpc"         // the built binary through go-plugin, as the controller calls it
 	modeFresh    = "fresh"
 	modeIdempot  = "idempotent"

@@ -408,7 +408,7 @@ func renderLatency(w *mdWriter, r *results, sizes []int, chart, doc string) {
 func renderRequests(w *mdWriter, r *results, sizes []int) {
 	w.p("## 2. API requests per step")
 	w.p("")
-	w.p("Counted with `test/cluster`'s counting transport (`cluster.NewCounter().Wrap`) around an in-process `plugin.Step` built exactly as `rpc.Serve` builds it (same code path, Events included), on the plugin's ServiceAccount: the child process's own requests cannot be wrapped, and no proxy was put in front of the apiserver. Counts do not depend on the client-side limits. Each case ran %d steps per invocation and every step made the same requests.", requestSteps)
+	w.p("Counted with `test/cluster`'s counting transport (`cluster.NewCounter().Wrap`) around an in-process `plugin.Step` built exactly as `cmd.StepPlugin` builds it (same code path, Events included), on the plugin's ServiceAccount: the child process's own requests cannot be wrapped, and no proxy was put in front of the apiserver. Counts do not depend on the client-side limits. Each case ran %d steps per invocation and every step made the same requests.", requestSteps)
 	w.p("")
 	var rows [][]string
 	for _, n := range sizes {
@@ -506,7 +506,7 @@ func renderCLI(w *mdWriter, r *results) {
 	for _, l := range []struct{ name, what string }{
 		{"CommandLine/objects=10/fresh/binary", "binary, 10 objects, attaching (references cleared before each run)"},
 		{"CommandLine/objects=10/idempotent/binary", "binary, 10 objects, already attached"},
-		{"CommandLine/objects=10/fresh/inprocess", "`plugin.CLI.Main` in the benchmark process, same flags (new clients each run), attaching"},
+		{"CommandLine/objects=10/fresh/inprocess", "`cmd.Job.Main` in the benchmark process, same flags (new clients each run), attaching"},
 		{"CommandLine/version/binary", "`configmap-attacher -version`: exec, Go runtime and package init alone"},
 	} {
 		st := r.pooled(l.name)

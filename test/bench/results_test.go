@@ -113,7 +113,9 @@ func memTotal() string {
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
 			var kb int64
-			fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb)
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return ""
+			}
 			return fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
 		}
 	}

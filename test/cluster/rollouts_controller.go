@@ -110,7 +110,7 @@ func StartRolloutsController(c *Cluster, opts RolloutsControllerOptions) (*Rollo
 			"--metricsPort", strconv.Itoa(ports[0]), "--healthzPort", strconv.Itoa(ports[1]), "--loglevel", "info"},
 		env: []string{"POD_NAMESPACE=" + ControllerNamespace}}
 	if err := ctl.Start(); err != nil {
-		ctl.Stop()
+		_ = ctl.Stop() // the start error is the one to report
 		return nil, err
 	}
 	return ctl, nil

@@ -160,11 +160,13 @@ func (a *app) startJob(rev int) *jobRun {
 	}
 	go func() { j.done <- j.cmd.Wait() }()
 	a.t.Cleanup(func() {
+		// The Job's exit status is the test's to read (wait); here it only must not outlive it.
 		select {
-		case <-j.done:
+		case err := <-j.done:
+			j.done <- err // keep it for a later wait
 		default:
 			_ = j.cmd.Process.Kill()
-			<-j.done
+			a.t.Logf("command line still running at cleanup, killed: %v", <-j.done)
 		}
 	})
 	return j

@@ -302,7 +302,7 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 	e.configMap("typo")
 	kubeconfig := jobKubeconfig(t, c, e.ns)
 	cli := func(names string) (int, string, time.Duration) {
-		var stdout, stderr syncBuilder
+		var stdout, stderr cluster.SyncBuffer
 		start := time.Now()
 		code := (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
 			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", names, "-kubeconfig", kubeconfig, "-timeout", "5m"})
@@ -387,7 +387,7 @@ func (e *env) settledRollout(tmpl corev1.PodTemplateSpec) (*v1alpha1.Rollout, *a
 // cliRun is the command line running in the background.
 type cliRun struct {
 	done           chan int
-	stdout, stderr syncBuilder
+	stdout, stderr cluster.SyncBuffer
 }
 
 func startCLI(args ...string) *cliRun {
@@ -429,22 +429,4 @@ func jobKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}})
 	return c.WriteKubeconfig(t, jobCfg)
-}
-
-// syncBuilder is a strings.Builder safe for a writer goroutine and a reader.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
