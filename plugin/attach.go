@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,9 +160,7 @@ func resourcesOf(objs []Object) string {
 	}
 }
 
-func sortObjects(objs []Object) {
-	sort.Slice(objs, func(i, j int) bool { return objectLess(objs[i], objs[j]) })
-}
+func sortObjects(objs []Object) { slices.SortFunc(objs, CompareObjects) }
 
 func isNotFound(err error) bool  { return apierrors.IsNotFound(err) }
 func isForbidden(err error) bool { return apierrors.IsForbidden(err) }

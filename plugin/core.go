@@ -520,15 +520,8 @@ func sortWrites(ws []Write) {
 		if ws[i].Listed != ws[j].Listed {
 			return ws[i].Listed
 		}
-		return objectLess(ws[i].Object, ws[j].Object)
+		return CompareObjects(ws[i].Object, ws[j].Object) < 0
 	})
-}
-
-func objectLess(x, y Object) bool {
-	if x.Kind != y.Kind {
-		return x.Kind < y.Kind
-	}
-	return x.Name < y.Name
 }
 
 // dryRun reads the listed objects' metadata and reports exactly which owner references a run

@@ -1,10 +1,11 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/selection"
@@ -125,13 +126,20 @@ func MissingOwners(obj Object, owners []metav1.OwnerReference, rss []*appsv1.Rep
 // order the Rollouts controller uses (controller.ReplicaSetsByCreationTimestamp). Revision
 // numbers are not used: undo gives a re-used ReplicaSet the newest revision.
 func SortReplicaSets(rss []*appsv1.ReplicaSet) {
-	sort.SliceStable(rss, func(i, j int) bool {
-		a, b := rss[i].CreationTimestamp, rss[j].CreationTimestamp
-		if a.Equal(&b) {
-			return rss[i].Name < rss[j].Name
-		}
-		return a.Before(&b)
-	})
+	slices.SortStableFunc(rss, func(x, y *appsv1.ReplicaSet) int { return OlderFirst(x, y) })
+}
+
+// OlderFirst compares two objects by creationTimestamp, ties by name: SortReplicaSets' order,
+// for callers that hold ReplicaSets in another form (the controller's compact cache).
+func OlderFirst(x, y metav1.Object) int {
+	a, b := x.GetCreationTimestamp(), y.GetCreationTimestamp()
+	switch {
+	case a.Before(&b):
+		return -1
+	case b.Before(&a):
+		return 1
+	}
+	return cmp.Compare(x.GetName(), y.GetName())
 }
 
 // call runs one API request with a per-request deadline and retries of transient errors,

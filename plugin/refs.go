@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
@@ -22,6 +24,15 @@ type Object struct {
 }
 
 func (o Object) String() string { return string(o.Kind) + " " + o.Name }
+
+// CompareObjects orders objects by kind (ConfigMaps first), then name: the one order of every
+// list a message, a report or a patch plan shows.
+func CompareObjects(x, y Object) int {
+	if c := cmp.Compare(x.Kind, y.Kind); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.Name, y.Name)
+}
 
 // References is the set of ConfigMaps and Secrets a pod template uses.
 type References struct {

@@ -78,7 +78,7 @@ func collect(aw auditedWorkload, snap *snapshot) (*history, error) {
 	for o := range objs {
 		h.objects = append(h.objects, o)
 	}
-	slices.SortFunc(h.objects, compareObjects)
+	slices.SortFunc(h.objects, plugin.CompareObjects)
 	return h, nil
 }
 
@@ -201,19 +201,4 @@ func revisionOf(rs *appsv1.ReplicaSet) string {
 		return r
 	}
 	return rs.Annotations[plugin.DeploymentRevisionAnnotation]
-}
-
-func compareObjects(x, y plugin.Object) int {
-	switch {
-	case x.Kind != y.Kind:
-		if x.Kind < y.Kind {
-			return -1
-		}
-		return 1
-	case x.Name < y.Name:
-		return -1
-	case x.Name > y.Name:
-		return 1
-	}
-	return 0
 }

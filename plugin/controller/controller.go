@@ -542,13 +542,7 @@ func (c *Controller) replicaSetsOf(k Key) ([]*appsv1.ReplicaSet, []plugin.Refere
 		}
 	}
 	// plugin.SortReplicaSets' order: creationTimestamp, then name.
-	sort.Slice(crs, func(i, j int) bool {
-		a, b := crs[i].CreationTimestamp, crs[j].CreationTimestamp
-		if a.Equal(&b) {
-			return crs[i].Name < crs[j].Name
-		}
-		return a.Before(&b)
-	})
+	slices.SortFunc(crs, func(x, y *cachedReplicaSet) int { return plugin.OlderFirst(x, y) })
 	rss := make([]*appsv1.ReplicaSet, len(crs))
 	refs := make([]plugin.References, len(crs))
 	for i, r := range crs {
