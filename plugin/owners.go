@@ -122,6 +122,18 @@ func MissingOwners(obj Object, owners []metav1.OwnerReference, rss []*appsv1.Rep
 	return out
 }
 
+// HasReplicaSetOwner tells whether any owner is an apps ReplicaSet: such an object is already
+// collected with its ReplicaSets, so audit does not call it unowned, and a stale view adding
+// one more owner to it cannot orphan it (Candidate.VerifyOwners is only for objects without).
+func HasReplicaSetOwner(owners []metav1.OwnerReference) bool {
+	for _, o := range owners {
+		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {
+			return true
+		}
+	}
+	return false
+}
+
 // SortReplicaSets orders ReplicaSets oldest first by creationTimestamp, ties by name: the
 // order the Rollouts controller uses (controller.ReplicaSetsByCreationTimestamp). Revision
 // numbers are not used: undo gives a re-used ReplicaSet the newest revision.

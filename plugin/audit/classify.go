@@ -138,7 +138,7 @@ func (a *Auditor) classify(o plugin.Object, aw auditedWorkload, h *history, snap
 			e.Status, e.Fixable = EdgeMissingOwner, true
 			c.missing = append(c.missing, l.rs)
 			c.view.MissingOwners = append(c.view.MissingOwners, l.rs.Name)
-		case hasReplicaSetOwner(m.owners):
+		case plugin.HasReplicaSetOwner(m.owners):
 			// Not opted in, yet owned by other ReplicaSets: it goes with them while this
 			// one still uses it. Fix may not touch it; say so.
 			e.Status = EdgeMissingOwner

@@ -210,7 +210,7 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *Report, ns string, wl
 	// The controller mode's gauges, computed the same way (plugin.Gaps).
 	u, l := plugin.Gaps(gaps, func(o plugin.Object) plugin.GapObject {
 		m, ok := snap.objects[o]
-		return plugin.GapObject{Exists: ok, OptedIn: ok && a.selector().Matches(labels.Set(m.labels)), ReplicaSetOwned: ok && hasReplicaSetOwner(m.owners)}
+		return plugin.GapObject{Exists: ok, OptedIn: ok && a.selector().Matches(labels.Set(m.labels)), ReplicaSetOwned: ok && plugin.HasReplicaSetOwner(m.owners)}
 	})
 	rep.Gaps = append(rep.Gaps, NamespaceGaps{Namespace: ns, UnownedObjects: u, LostReferences: l})
 	if wholeNamespace {
@@ -238,7 +238,7 @@ func gapsOf(aw auditedWorkload, snap *snapshot) []plugin.GapReplicaSet {
 func (a *Auditor) orphans(ns string, snap *snapshot, seen map[plugin.Object]bool) []Finding {
 	var out []Finding
 	for o, m := range snap.objects {
-		if seen[o] || !a.selector().Matches(labels.Set(m.labels)) || hasReplicaSetOwner(m.owners) {
+		if seen[o] || !a.selector().Matches(labels.Set(m.labels)) || plugin.HasReplicaSetOwner(m.owners) {
 			continue
 		}
 		out = append(out, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,

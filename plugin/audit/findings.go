@@ -21,7 +21,7 @@ func (a *Auditor) findings(c classified, aw auditedWorkload, h *history) []Findi
 	if len(c.lostBy) > 0 {
 		fs = append(fs, lostFinding(ns, c))
 	}
-	if c.candidate && !hasReplicaSetOwner(m.owners) {
+	if c.candidate && !plugin.HasReplicaSetOwner(m.owners) {
 		why := "named in a configmap-attacher step"
 		if c.view.OptedIn {
 			why = "opted in (" + a.optInLabel(m, aw.stepSels) + ")"
@@ -125,15 +125,6 @@ func ownerRefCommand(o plugin.Object, ns string, i int, uid types.UID, op string
 	}
 	return fmt.Sprintf(`kubectl patch %s %s -n %s --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/%d/uid","value":"%s"},%s]'`,
 		resource, o.Name, ns, i, uid, fmt.Sprintf(op, i))
-}
-
-func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
-	for _, r := range owners {
-		if r.Kind == "ReplicaSet" {
-			return true
-		}
-	}
-	return false
 }
 
 func otherOwners(owners []metav1.OwnerReference) string {

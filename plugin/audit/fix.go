@@ -28,7 +28,7 @@ func queueFix(additions map[string]map[plugin.Object]*plugin.Candidate, ns strin
 		// recreated object, and an object with no ReplicaSet owner yet has its new owners
 		// confirmed first.
 		m := c.meta
-		add = &plugin.Candidate{Object: c.obj, UID: m.uid, Labels: m.labels, Owners: m.owners, VerifyOwners: !hasReplicaSetOwner(m.owners)}
+		add = &plugin.Candidate{Object: c.obj, UID: m.uid, Labels: m.labels, Owners: m.owners, VerifyOwners: !plugin.HasReplicaSetOwner(m.owners)}
 		byObj[c.obj] = add
 	}
 	for _, rs := range c.missing {

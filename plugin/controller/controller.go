@@ -294,7 +294,7 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 		out.UID = m.UID
 	}
 	if out.OptedIn && len(m.OwnerReferences) > 0 {
-		out.RSOwned = hasReplicaSetOwner(m.OwnerReferences)
+		out.RSOwned = plugin.HasReplicaSetOwner(m.OwnerReferences)
 		out.Owners = make([]types.UID, len(m.OwnerReferences))
 		for i, o := range m.OwnerReferences {
 			out.Owners[i] = o.UID
@@ -968,15 +968,6 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 		}
 	}
 	return unowned, lost
-}
-
-func hasReplicaSetOwner(owners []metav1.OwnerReference) bool {
-	for _, o := range owners {
-		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {
-			return true
-		}
-	}
-	return false
 }
 
 // QueueLen is the work queue's length (tests).
