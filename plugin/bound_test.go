@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // TestRunBoundedWhenAPIServerHangs: an apiserver that accepts connections and never answers
@@ -49,7 +51,7 @@ func TestRunBoundedWhenAPIServerHangs(t *testing.T) {
 	client := func() (Clients, error) { return cl, nil }
 	s := &Step{Client: client, Log: quietLog(), Events: NewAsyncEvents(&APIEvents{Client: client}, 8, quietLog())}
 	start := time.Now()
-	res, rerr := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	took := time.Since(start)
 	if !rerr.HasError() || res.Phase != "" {
 		t.Errorf("want an error result for the controller to retry, got phase %q %q err %v", res.Phase, res.Message, rerr)

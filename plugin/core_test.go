@@ -20,13 +20,15 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // aged is testRS created at t0+offset.
 func aged(hash string, uid k8stypes.UID, offset time.Duration, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	rs := testRS(hash, uid, rolloutUID, spec)
+	rs := fixtures.ReplicaSet(hash, uid, fixtures.RolloutUID, spec)
 	rs.CreationTimestamp = metav1.Time{Time: t0.Add(offset)}
 	return rs
 }
@@ -34,10 +36,10 @@ func aged(hash string, uid k8stypes.UID, offset time.Duration, spec corev1.PodSp
 // timeline: rev-a (oldest, cfg-a), rev-b (cfg-b, shared), rev-c (newest, cfg-c, shared).
 func timeline(extra ...runtime.Object) *fake.Clientset {
 	objs := []runtime.Object{
-		aged("rev-a", "uid-a", 0, podSpec([]string{"cfg-a"}, nil)),
-		aged("rev-b", "uid-b", time.Minute, podSpec([]string{"cfg-b", "shared"}, nil)),
-		aged("rev-c", "uid-c", 2*time.Minute, podSpec([]string{"cfg-c", "shared"}, nil)),
-		testCM("cfg-a"), testCM("cfg-b"), testCM("cfg-c"), testCM("shared"),
+		aged("rev-a", "uid-a", 0, fixtures.PodSpec([]string{"cfg-a"}, nil)),
+		aged("rev-b", "uid-b", time.Minute, fixtures.PodSpec([]string{"cfg-b", "shared"}, nil)),
+		aged("rev-c", "uid-c", 2*time.Minute, fixtures.PodSpec([]string{"cfg-c", "shared"}, nil)),
+		fixtures.ConfigMap("cfg-a"), fixtures.ConfigMap("cfg-b"), fixtures.ConfigMap("cfg-c"), fixtures.ConfigMap("shared"),
 	}
 	return fake.NewClientset(append(objs, extra...)...)
 }
@@ -83,9 +85,9 @@ func TestRuleTable(t *testing.T) {
 			patched: []string{"configmaps/cfg-c", "configmaps/ghost"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := timeline(testCM("lonely"))
+			c := timeline(fixtures.ConfigMap("lonely"))
 			c.ClearActions()
-			res, rerr := newStep(c).Run(testRollout("rev-"+strings.TrimPrefix(tc.target, "rev-")), stepCtx(tc.config))
+			res, rerr := newStep(c).Run(fixtures.Rollout("rev-"+strings.TrimPrefix(tc.target, "rev-")), stepCtx(tc.config))
 			if rerr.HasError() || res.Phase != tc.phase {
 				t.Fatalf("phase %s (%s), err %v; want %s", res.Phase, res.Message, rerr, tc.phase)
 			}
@@ -125,8 +127,8 @@ func TestRuleTable(t *testing.T) {
 // TestRollbackTieCountsAsRollback: ReplicaSets created in the same second cannot be ordered;
 // as in the controller's isRollbackWithinWindow, the newer list is then skipped, not failed.
 func TestRollbackTieCountsAsRollback(t *testing.T) {
-	c := fake.NewClientset(aged("rev-a", "uid-a", 0, podSpec([]string{"cfg-a"}, nil)), aged("rev-b", "uid-b", 0, podSpec([]string{"cfg-b"}, nil)), testCM("cfg-b"))
-	res, _ := newStep(c).Run(testRollout("rev-a"), stepCtx(`{"configMaps":["cfg-b"]}`))
+	c := fake.NewClientset(aged("rev-a", "uid-a", 0, fixtures.PodSpec([]string{"cfg-a"}, nil)), aged("rev-b", "uid-b", 0, fixtures.PodSpec([]string{"cfg-b"}, nil)), fixtures.ConfigMap("cfg-b"))
+	res, _ := newStep(c).Run(fixtures.Rollout("rev-a"), stepCtx(`{"configMaps":["cfg-b"]}`))
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "rollback") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
@@ -138,14 +140,14 @@ func labelled(cm *corev1.ConfigMap) *corev1.ConfigMap {
 }
 
 func TestRequireOptIn(t *testing.T) {
-	c := timeline(labelled(testCM("cfg-c2")))
+	c := timeline(labelled(fixtures.ConfigMap("cfg-c2")))
 	rs, _ := c.AppsV1().ReplicaSets(testNS).Get(t.Context(), "web-rev-c", metav1.GetOptions{})
-	rs.Spec.Template.Spec = podSpec([]string{"cfg-c", "cfg-c2", "shared"}, nil)
+	rs.Spec.Template.Spec = fixtures.PodSpec([]string{"cfg-c", "cfg-c2", "shared"}, nil)
 	_, _ = c.AppsV1().ReplicaSets(testNS).Update(t.Context(), rs, metav1.UpdateOptions{})
 	s := newStep(c)
 	s.Policy = Policy{RequireOptIn: true}
 	c.ClearActions()
-	res, _ := s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c","cfg-c2"]}`))
+	res, _ := s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c","cfg-c2"]}`))
 	if res.Phase != types.PhaseFailed {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
@@ -161,7 +163,7 @@ func TestRequireOptIn(t *testing.T) {
 		t.Errorf("refused run wrote %d times", writes(c))
 	}
 	// Labelled objects pass; discovery adopts only labelled objects even with its own selector.
-	res, _ = s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
+	res, _ = s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
 	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-c2"), "uid-c") {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
@@ -172,22 +174,22 @@ func TestRequireOptIn(t *testing.T) {
 	}
 	// Without the policy, the same discovery selector adopts them.
 	s.Policy = Policy{}
-	res, _ = s.Run(testRollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
+	res, _ = s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
 	if res.Phase != types.PhaseSuccessful || len(owners(t, c, KindConfigMap, "cfg-a")) != 1 {
 		t.Errorf("planted check: without the policy discovery must adopt cfg-a: %s", res.Message)
 	}
 }
 
 func TestCredentialsNotAttached(t *testing.T) {
-	spec := podSpec([]string{"cfg"}, nil)
+	spec := fixtures.PodSpec([]string{"cfg"}, nil)
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "x", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-cred"}}}})
-	labelledPull := testSecret("pull-2")
+	labelledPull := fixtures.Secret("pull-2")
 	labelledPull.Labels = map[string]string{DefaultDiscoverLabel: "true"}
 	spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "pull-2"})
-	c := fake.NewClientset(aged("rev", "uid", 0, spec), testCM("cfg"), testSecret("pull"), testSecret("csi-cred"), labelledPull)
+	c := fake.NewClientset(aged("rev", "uid", 0, spec), fixtures.ConfigMap("cfg"), fixtures.Secret("pull"), fixtures.Secret("csi-cred"), labelledPull)
 	c.ClearActions()
-	res, _ := newStep(c).Run(testRollout("rev"), stepCtx(`{"configMaps":["cfg"],"secrets":["pull","csi-cred","pull-2"]}`))
+	res, _ := newStep(c).Run(fixtures.Rollout("rev"), stepCtx(`{"configMaps":["cfg"],"secrets":["pull","csi-cred","pull-2"]}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
@@ -214,11 +216,11 @@ func TestCredentialsNotAttached(t *testing.T) {
 // TestNeverAddDeletingOwner: a ReplicaSet with a deletionTimestamp is never added, neither for
 // the explicit list nor by discovery.
 func TestNeverAddDeletingOwner(t *testing.T) {
-	dying := aged("rev-b", "uid-b", time.Minute, podSpec([]string{"shared", "cfg-b"}, nil))
+	dying := aged("rev-b", "uid-b", time.Minute, fixtures.PodSpec([]string{"shared", "cfg-b"}, nil))
 	dying.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
 	dying.Finalizers = []string{"foregroundDeletion"}
-	c := fake.NewClientset(aged("rev-c", "uid-c", 2*time.Minute, podSpec([]string{"shared"}, nil)), dying, optedIn(testCM("shared")), optedIn(testCM("cfg-b")))
-	res, _ := newStep(c).Run(testRollout("rev-c"), stepCtx(`{"configMaps":["shared"],"discover":{}}`))
+	c := fake.NewClientset(aged("rev-c", "uid-c", 2*time.Minute, fixtures.PodSpec([]string{"shared"}, nil)), dying, optedIn(fixtures.ConfigMap("shared")), optedIn(fixtures.ConfigMap("cfg-b")))
+	res, _ := newStep(c).Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["shared"],"discover":{}}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
@@ -243,7 +245,7 @@ func TestDiscoveryProblemIsAWarning(t *testing.T) {
 	ev := &recordingEvents{}
 	s := newStep(c)
 	s.Events = ev
-	res, rerr := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"discover":{}}`))
+	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"discover":{}}`))
 	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s %v", res.Phase, res.Message, rerr)
 	}
@@ -274,7 +276,7 @@ func (r *recordingEvents) has(eventType, reason string) bool {
 }
 
 func TestOwnerPatchAddsOnly(t *testing.T) {
-	rs := aged("rev", "uid-rev", 0, podSpec([]string{"cfg"}, nil))
+	rs := aged("rev", "uid-rev", 0, fixtures.PodSpec([]string{"cfg"}, nil))
 	var body map[string]map[string][]map[string]any
 	if err := json.Unmarshal(OwnerPatch(rs), &body); err != nil {
 		t.Fatal(err)
@@ -286,8 +288,8 @@ func TestOwnerPatchAddsOnly(t *testing.T) {
 	// The original tool's controller: true entry with the same UID keeps its fields.
 	yes := true
 	legacy := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes, BlockOwnerDeletion: &yes}
-	c := fake.NewClientset(rs, testCM("cfg", legacy))
-	if res, _ := newStep(c).Run(testRollout("rev"), stepCtx(`{"configMaps":["cfg"]}`)); res.Phase != types.PhaseSuccessful {
+	c := fake.NewClientset(rs, fixtures.ConfigMap("cfg", legacy))
+	if res, _ := newStep(c).Run(fixtures.Rollout("rev"), stepCtx(`{"configMaps":["cfg"]}`)); res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
 	refs := owners(t, c, KindConfigMap, "cfg")
@@ -301,7 +303,7 @@ func TestForbiddenByWebhook(t *testing.T) {
 	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg-new", errors.New(`admission webhook "validate.kyverno.svc-fail" denied the request: owner changes are not allowed`))
 	})
-	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, `admission webhook "validate.kyverno.svc-fail" denied`) || strings.Contains(res.Message, "needs verb patch") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
@@ -311,7 +313,7 @@ func TestAsyncEventsDoNotBlockAndCountDrops(t *testing.T) {
 	block := make(chan struct{})
 	inner := &blockingEvents{block: block}
 	e := NewAsyncEvents(inner, 2, quietLog())
-	ro := testRollout(curHash)
+	ro := fixtures.Rollout(curHash)
 	start := time.Now()
 	for range 10 {
 		e.Event(ro, corev1.EventTypeNormal, ReasonAttached, "x")
@@ -334,11 +336,11 @@ func (b *blockingEvents) Event(*v1alpha1.Rollout, string, string, string) { <-b.
 // that uses an object, whichever workload it belongs to; under the policy, only opted-in
 // candidates; a ReplicaSet being deleted never.
 func TestAdoptAcrossWorkloads(t *testing.T) {
-	a1 := aged("a1", "uid-a1", 0, podSpec([]string{"shared", "plain"}, nil))
-	b1 := aged("b1", "uid-b1", 0, podSpec([]string{"shared"}, nil))
-	dying := aged("b0", "uid-b0", 0, podSpec([]string{"shared"}, nil))
+	a1 := aged("a1", "uid-a1", 0, fixtures.PodSpec([]string{"shared", "plain"}, nil))
+	b1 := aged("b1", "uid-b1", 0, fixtures.PodSpec([]string{"shared"}, nil))
+	dying := aged("b0", "uid-b0", 0, fixtures.PodSpec([]string{"shared"}, nil))
 	dying.DeletionTimestamp = &metav1.Time{Time: t0}
-	c := fake.NewClientset(optedIn(testCM("shared")), testCM("plain"))
+	c := fake.NewClientset(optedIn(fixtures.ConfigMap("shared")), fixtures.ConfigMap("plain"))
 	a := &Attacher{Client: c, Meta: clientsOf(c).Meta, Log: quietLog()}
 	rss := []*appsv1.ReplicaSet{a1, b1, dying}
 	cands := []Candidate{

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 func optedIn(cm *corev1.ConfigMap) *corev1.ConfigMap {
@@ -27,19 +29,19 @@ func optedInSecret(s *corev1.Secret) *corev1.Secret {
 // past the step; "static" is used by all but not opted in.
 func historyWorld() *fake.Clientset {
 	return fake.NewClientset(
-		testRS("rev1", "uid-1", rolloutUID, podSpec([]string{"cfg-1", "static"}, []string{"sec-1"})),
-		testRS("rev2", "uid-2", rolloutUID, podSpec([]string{"cfg-2", "static"}, []string{"sec-1"})),
-		testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-3", "static"}, []string{"sec-3"})),
-		optedIn(testCM("cfg-1")), optedIn(testCM("cfg-2")), optedIn(testCM("cfg-3")), testCM("static"),
-		optedIn(testCM("cfg-unused")),
-		optedInSecret(testSecret("sec-1")), optedInSecret(testSecret("sec-3")),
+		fixtures.ReplicaSet("rev1", "uid-1", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-1", "static"}, []string{"sec-1"})),
+		fixtures.ReplicaSet("rev2", "uid-2", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-2", "static"}, []string{"sec-1"})),
+		fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-3", "static"}, []string{"sec-3"})),
+		optedIn(fixtures.ConfigMap("cfg-1")), optedIn(fixtures.ConfigMap("cfg-2")), optedIn(fixtures.ConfigMap("cfg-3")), fixtures.ConfigMap("static"),
+		optedIn(fixtures.ConfigMap("cfg-unused")),
+		optedInSecret(fixtures.Secret("sec-1")), optedInSecret(fixtures.Secret("sec-3")),
 	)
 }
 
 func TestDiscoverReconcilesHistory(t *testing.T) {
 	c := historyWorld()
 	c.ClearActions()
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"discover":{}}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"discover":{}}`))
 	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s %v", res.Phase, res.Message, rerr)
 	}
@@ -75,7 +77,7 @@ func TestDiscoverReconcilesHistory(t *testing.T) {
 
 	// A second run: 3 reads, no write.
 	c.ClearActions()
-	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"discover":{}}`))
+	res, _ = newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"discover":{}}`))
 	if res.Phase != types.PhaseSuccessful || writes(c) != 0 || len(c.Actions()) != 3 || !strings.Contains(res.Message, "already has its owners (5)") {
 		t.Errorf("second run: %s, %d actions, %d writes", res.Message, len(c.Actions()), writes(c))
 	}
@@ -87,7 +89,7 @@ func TestDiscoverSelectorAndNames(t *testing.T) {
 	cm, _ := c.CoreV1().ConfigMaps(testNS).Get(t.Context(), "cfg-2", metav1.GetOptions{})
 	cm.Labels = map[string]string{"team": "web"}
 	_, _ = c.CoreV1().ConfigMaps(testNS).Update(t.Context(), cm, metav1.UpdateOptions{})
-	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["static"],"discover":{"selector":{"matchLabels":{"team":"web"}}}}`))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["static"],"discover":{"selector":{"matchLabels":{"team":"web"}}}}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
@@ -113,7 +115,7 @@ func TestDiscoverSelectorAndNames(t *testing.T) {
 func TestDryRunWritesNothing(t *testing.T) {
 	c := historyWorld()
 	c.ClearActions()
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{},"dryRun":true}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{},"dryRun":true}`))
 	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %v", res.Message, rerr)
 	}
@@ -126,10 +128,10 @@ func TestDryRunWritesNothing(t *testing.T) {
 		}
 	}
 	// After a real run, the dry run has nothing to add.
-	if _, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`)); rerr.HasError() {
+	if _, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`)); rerr.HasError() {
 		t.Fatalf("real run: %v", rerr)
 	}
-	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"dryRun":true}`))
+	res, _ = newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"dryRun":true}`))
 	if !strings.Contains(res.Message, "no listed object lacks an owner") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -149,12 +151,12 @@ func (f *fakeEvents) Event(ro *v1alpha1.Rollout, typ, reason, msg string) {
 }
 
 func TestStepEvents(t *testing.T) {
-	c := world(testCM("unrelated"))
+	c := world(fixtures.ConfigMap("unrelated"))
 	ev := &fakeEvents{}
 	s := newStep(c)
 	s.Events = ev
-	res, _ := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
-	res2, _ := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["unrelated"]}`))
+	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res2, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["unrelated"]}`))
 	if len(ev.got) != 2 || ev.got[0] != (recorded{"Normal", ReasonAttached, res.Message}) || ev.got[1] != (recorded{"Warning", ReasonAttachFailed, res2.Message}) {
 		t.Errorf("events %+v", ev.got)
 	}
@@ -164,13 +166,13 @@ func TestStepEvents(t *testing.T) {
 func TestAPIEvents(t *testing.T) {
 	c := fake.NewClientset()
 	e := &APIEvents{Client: func() (Clients, error) { return clientsOf(c), nil }}
-	e.Event(testRollout(curHash), "Warning", ReasonAttachFailed, strings.Repeat("x", 2000))
+	e.Event(fixtures.Rollout(curHash), "Warning", ReasonAttachFailed, strings.Repeat("x", 2000))
 	list, _ := c.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
 	if len(list.Items) != 1 {
 		t.Fatalf("%d events", len(list.Items))
 	}
 	ev := list.Items[0]
-	if ev.InvolvedObject.Kind != "Rollout" || ev.InvolvedObject.UID != rolloutUID || ev.Type != "Warning" || len(ev.Message) != 1024 || ev.Source.Component != "configmap-attacher" {
+	if ev.InvolvedObject.Kind != "Rollout" || ev.InvolvedObject.UID != fixtures.RolloutUID || ev.Type != "Warning" || len(ev.Message) != 1024 || ev.Source.Component != "configmap-attacher" {
 		t.Errorf("event %+v", ev)
 	}
 }
@@ -179,7 +181,7 @@ func TestAPIEvents(t *testing.T) {
 // resolved from the Deployment; the step needs nothing else.
 func TestWorkloadRefStep(t *testing.T) {
 	c := world()
-	ro := testRollout(curHash)
+	ro := fixtures.Rollout(curHash)
 	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	res, _ := newStep(c).Run(ro, stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-new"), "uid-cur") {
@@ -192,7 +194,7 @@ func TestWorkloadRefStep(t *testing.T) {
 func TestDiscoverWithExplicitListPatchesOnce(t *testing.T) {
 	c := historyWorld()
 	c.ClearActions()
-	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-3"],"secrets":["sec-3"],"discover":{}}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // FuzzParseConfig: any input either parses into a config that satisfies every rule, or
@@ -45,7 +47,7 @@ func FuzzParseConfig(f *testing.F) {
 // FuzzTemplateReferences: the walker never panics, and every name it reports appears in the
 // pod spec it was given.
 func FuzzTemplateReferences(f *testing.F) {
-	seed, _ := json.Marshal(podSpec([]string{"cm-a", "cm-b"}, []string{"sec-a"}))
+	seed, _ := json.Marshal(fixtures.PodSpec([]string{"cm-a", "cm-b"}, []string{"sec-a"}))
 	f.Add(seed)
 	f.Add([]byte(`{"volumes":[{"name":"v","projected":{"sources":[{"configMap":{"name":"p"}},{"secret":{"name":"s"}}]}}],"imagePullSecrets":[{"name":"pull"}]}`))
 	f.Add([]byte(`{"initContainers":[{"name":"i","envFrom":[{"configMapRef":{"name":"x"}}],"env":[{"name":"E","valueFrom":{"secretKeyRef":{"name":"y","key":"k"}}}]}]}`))

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // jobOf is the request the Job's flags make for Rollout shop/web (the default opt-in policy).
@@ -42,15 +44,15 @@ func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 // TestJobWaitsForNewReplicaSet: started before the controller caught up (stale status, no
 // new ReplicaSet), it waits and then attaches to the new ReplicaSet only.
 func TestJobWaitsForNewReplicaSet(t *testing.T) {
-	ro := testRollout(oldHash)
+	ro := fixtures.Rollout(oldHash)
 	ro.Generation = 4 // the new spec is applied, the controller has not seen it yet
-	kube := fake.NewClientset(testRS(oldHash, "uid-old", rolloutUID, podSpec([]string{"cfg-old"}, nil)), testCM("cfg-old"), testCM("cfg-new"), testSecret("sec-new"))
+	kube := fake.NewClientset(fixtures.ReplicaSet(oldHash, "uid-old", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-old"}, nil)), fixtures.ConfigMap("cfg-old"), fixtures.ConfigMap("cfg-new"), fixtures.Secret("sec-new"))
 	rc := rolloutsfake.NewSimpleClientset(ro)
 
 	// The controller catches up after a few polls.
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		_, _ = kube.AppsV1().ReplicaSets(testNS).Create(t.Context(), testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, []string{"sec-new"})), metav1.CreateOptions{})
+		_, _ = kube.AppsV1().ReplicaSets(testNS).Create(t.Context(), fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, []string{"sec-new"})), metav1.CreateOptions{})
 		r, _ := rc.ArgoprojV1alpha1().Rollouts(testNS).Get(t.Context(), "web", metav1.GetOptions{})
 		r.Status.ObservedGeneration = "4"
 		r.Status.CurrentPodHash = curHash
@@ -79,10 +81,10 @@ func TestJobWaitsForNewReplicaSet(t *testing.T) {
 }
 
 func TestJobTimesOut(t *testing.T) {
-	ro := testRollout(curHash)
+	ro := fixtures.Rollout(curHash)
 	// The ReplicaSet of the current spec exists but no template uses the listed object: the
 	// rule table fails at once instead of waiting for a template change that cannot come.
-	kube := fake.NewClientset(testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("other"))
+	kube := fake.NewClientset(fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil)), fixtures.ConfigMap("other"))
 	start := time.Now()
 	_, _, err := runJob(t, kube, rolloutsfake.NewSimpleClientset(ro), jobOf([]string{"other"}, nil, time.Minute))
 	if err == nil || !strings.Contains(err.Error(), "refusing to attach ConfigMap other: no ReplicaSet of Rollout shop/web references it") {
@@ -102,8 +104,8 @@ func TestJobTimesOut(t *testing.T) {
 }
 
 func TestJobMissingObjectFails(t *testing.T) {
-	ro := testRollout(curHash)
-	kube := fake.NewClientset(testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)))
+	ro := fixtures.Rollout(curHash)
+	kube := fake.NewClientset(fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil)))
 	_, _, err := runJob(t, kube, rolloutsfake.NewSimpleClientset(ro), jobOf([]string{"cfg-new"}, nil, 5*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "not found in namespace shop: ConfigMap cfg-new") {
 		t.Errorf("error %v", err)
@@ -111,13 +113,13 @@ func TestJobMissingObjectFails(t *testing.T) {
 }
 
 func TestJobWorkloadRef(t *testing.T) {
-	ro := testRollout(curHash)
+	ro := fixtures.Rollout(curHash)
 	ro.Spec.Selector = nil
 	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	ro.Status.WorkloadObservedGeneration = "1"
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS, Generation: 2},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	kube := fake.NewClientset(d, testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil)), testCM("cfg-new"))
+	kube := fake.NewClientset(d, fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil)), fixtures.ConfigMap("cfg-new"))
 	rc := rolloutsfake.NewSimpleClientset(ro)
 	_, logs, err := runJob(t, kube, rc, jobOf([]string{"cfg-new"}, nil, time.Second))
 	if err == nil || !strings.Contains(err.Error(), "observe generation 2 of Deployment shop/web") {
@@ -133,7 +135,7 @@ func TestJobWorkloadRef(t *testing.T) {
 
 func TestJobDiscoverAndDryRun(t *testing.T) {
 	kube := historyWorld()
-	rc := rolloutsfake.NewSimpleClientset(testRollout(curHash))
+	rc := rolloutsfake.NewSimpleClientset(fixtures.Rollout(curHash))
 	req := jobOf(nil, nil, 5*time.Second)
 	req.Config.Discover, req.Config.DryRun = &Discover{}, true
 	out, logs, err := runJob(t, kube, rc, req)

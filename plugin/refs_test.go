@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // TestTemplateReferences covers every place a pod template can name a ConfigMap or Secret.
@@ -56,7 +58,7 @@ func TestTemplateReferences(t *testing.T) {
 // TestRequiredReferences: optional references and image pull secrets are not required; a
 // name is required when one of its references is.
 func TestRequiredReferences(t *testing.T) {
-	spec := podSpec([]string{"vol-required"}, []string{"env-required"})
+	spec := fixtures.PodSpec([]string{"vol-required"}, []string{"env-required"})
 	c := &spec.Containers[0]
 	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "envfrom-optional"}, Optional: optional()}})
 	c.Env = append(c.Env,

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 const (
@@ -31,9 +33,9 @@ const (
 // world is a Rollout with an older ReplicaSet (old config) and the one being rolled out.
 func world(extra ...runtime.Object) *fake.Clientset {
 	objs := []runtime.Object{
-		testRS(oldHash, "uid-old", rolloutUID, podSpec([]string{"cfg-old", "static"}, []string{"sec-old"})),
-		testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new", "static"}, []string{"sec-new"})),
-		testCM("cfg-old"), testCM("cfg-new"), testCM("static"), testSecret("sec-old"), testSecret("sec-new"),
+		fixtures.ReplicaSet(oldHash, "uid-old", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-old", "static"}, []string{"sec-old"})),
+		fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new", "static"}, []string{"sec-new"})),
+		fixtures.ConfigMap("cfg-old"), fixtures.ConfigMap("cfg-new"), fixtures.ConfigMap("static"), fixtures.Secret("sec-old"), fixtures.Secret("sec-new"),
 	}
 	return fake.NewClientset(append(objs, extra...)...)
 }
@@ -96,7 +98,7 @@ func writes(c *fake.Clientset) int {
 
 func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: "keeper", UID: "uid-svc"}
-	c := world(testCM("cfg-shared", other))
+	c := world(fixtures.ConfigMap("cfg-shared", other))
 	// cfg-shared is mounted by the current template too.
 	rs, _ := c.AppsV1().ReplicaSets(testNS).Get(t.Context(), "web-"+curHash, metav1.GetOptions{})
 	rs.Spec.Template.Spec.Volumes = append(rs.Spec.Template.Spec.Volumes, corev1.Volume{Name: "shared", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg-shared"}}}})
@@ -105,7 +107,7 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 	}
 	c.ClearActions()
 
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new","cfg-shared"],"secrets":["sec-new"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new","cfg-shared"],"secrets":["sec-new"]}`))
 	if rerr.HasError() {
 		t.Fatal(rerr)
 	}
@@ -156,7 +158,7 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 		t.Errorf("data, labels or annotations changed: %+v", cm)
 	}
 	// A second run is a no-op for the data: the same single owner entry.
-	if res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`)); res.Phase != types.PhaseSuccessful {
+	if res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`)); res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
 	if refs := owners(t, c, KindConfigMap, "cfg-new"); len(refs) != 1 {
@@ -165,9 +167,9 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 }
 
 func TestRunRefusesUnreferenced(t *testing.T) {
-	c := world(testCM("unrelated"))
+	c := world(fixtures.ConfigMap("unrelated"))
 	c.ClearActions()
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new","unrelated"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new","unrelated"]}`))
 	if rerr.HasError() || res.Phase != types.PhaseFailed {
 		t.Fatalf("phase %s, err %v", res.Phase, rerr)
 	}
@@ -180,7 +182,7 @@ func TestRunRefusesUnreferenced(t *testing.T) {
 		t.Errorf("a refused step wrote %d times", n)
 	}
 	// Opting out attaches it.
-	res, _ = newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["unrelated"],"allowUnreferenced":true}`))
+	res, _ = newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["unrelated"],"allowUnreferenced":true}`))
 	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "unrelated"), "uid-cur") {
 		t.Errorf("allowUnreferenced: %s %s", res.Phase, res.Message)
 	}
@@ -189,7 +191,7 @@ func TestRunRefusesUnreferenced(t *testing.T) {
 // TestRunRollbackSkips: undo re-runs the newest list against the older ReplicaSet.
 func TestRunRollbackSkips(t *testing.T) {
 	c := world()
-	res, rerr := newStep(c).Run(testRollout(oldHash), stepCtx(`{"configMaps":["cfg-new","static"],"secrets":["sec-new"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(oldHash), stepCtx(`{"configMaps":["cfg-new","static"],"secrets":["sec-new"]}`))
 	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("phase %s: %s %v", res.Phase, res.Message, rerr)
 	}
@@ -211,24 +213,24 @@ func TestRunRollbackSkips(t *testing.T) {
 
 func TestRunIgnoresForeignReplicaSets(t *testing.T) {
 	// Same labels, other owner: must not be treated as the target.
-	c := fake.NewClientset(testRS(curHash, "uid-foreign", "other-rollout", podSpec([]string{"cfg-new"}, nil)), testCM("cfg-new"))
+	c := fake.NewClientset(fixtures.ReplicaSet(curHash, "uid-foreign", "other-rollout", fixtures.PodSpec([]string{"cfg-new"}, nil)), fixtures.ConfigMap("cfg-new"))
 	now := time.Now()
 	s := newStep(c)
 	s.Now = func() time.Time { return now }
-	res, _ := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseRunning || writes(c) != 0 {
 		t.Errorf("phase %s (%s), writes %d", res.Phase, res.Message, writes(c))
 	}
 }
 
 func TestRunWaitsThenTimesOut(t *testing.T) {
-	c := fake.NewClientset(testCM("cfg-new"))
+	c := fake.NewClientset(fixtures.ConfigMap("cfg-new"))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
 	s := newStep(c)
 	s.Now = func() time.Time { return now }
 	sc := stepCtx(`{"configMaps":["cfg-new"],"timeout":"1m"}`)
-	res, rerr := s.Run(testRollout(curHash), sc)
+	res, rerr := s.Run(fixtures.Rollout(curHash), sc)
 	if rerr.HasError() || res.Phase != types.PhaseRunning || res.RequeueAfter <= 10*time.Second {
 		t.Fatalf("want Running with RequeueAfter > 10s, got %s %v %v", res.Phase, res.RequeueAfter, rerr)
 	}
@@ -237,18 +239,18 @@ func TestRunWaitsThenTimesOut(t *testing.T) {
 	}
 	sc.Status = res.Status
 	now = start.Add(30 * time.Second)
-	res, _ = s.Run(testRollout(curHash), sc)
+	res, _ = s.Run(fixtures.Rollout(curHash), sc)
 	if res.Phase != types.PhaseRunning {
 		t.Fatalf("still within the timeout: %s", res.Phase)
 	}
 	sc.Status = res.Status
 	now = start.Add(61 * time.Second)
-	res, _ = s.Run(testRollout(curHash), sc)
+	res, _ = s.Run(fixtures.Rollout(curHash), sc)
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "timed out after 1m1s waiting for ReplicaSet") {
 		t.Errorf("phase %s: %s", res.Phase, res.Message)
 	}
 	// An empty currentPodHash is waited for too.
-	res, _ = s.Run(testRollout(""), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res, _ = s.Run(fixtures.Rollout(""), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseRunning || !strings.Contains(res.Message, "currentPodHash") {
 		t.Errorf("empty hash: %s %s", res.Phase, res.Message)
 	}
@@ -258,9 +260,9 @@ func TestRunMissingObjects(t *testing.T) {
 	c := world()
 	// The current template uses two more objects that do not exist.
 	rs, _ := c.AppsV1().ReplicaSets(testNS).Get(t.Context(), "web-"+curHash, metav1.GetOptions{})
-	rs.Spec.Template.Spec = podSpec([]string{"cfg-new", "cfg-gone"}, []string{"sec-gone"})
+	rs.Spec.Template.Spec = fixtures.PodSpec([]string{"cfg-new", "cfg-gone"}, []string{"sec-gone"})
 	_, _ = c.AppsV1().ReplicaSets(testNS).Update(t.Context(), rs, metav1.UpdateOptions{})
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new","cfg-gone"],"secrets":["sec-gone"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new","cfg-gone"],"secrets":["sec-gone"]}`))
 	if rerr.HasError() || res.Phase != types.PhaseFailed {
 		t.Fatalf("%s %v", res.Phase, rerr)
 	}
@@ -276,7 +278,7 @@ func TestRunForbidden(t *testing.T) {
 	c.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "sec-new", errors.New("RBAC: access denied"))
 	})
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"],"secrets":["sec-new"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"],"secrets":["sec-new"]}`))
 	if rerr.HasError() || res.Phase != types.PhaseFailed {
 		t.Fatalf("%s %v", res.Phase, rerr)
 	}
@@ -309,13 +311,13 @@ func TestRunTransientErrors(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+			res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 			if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 				t.Fatalf("two transient errors must be retried within the call: %s %s %v", res.Phase, res.Message, rerr)
 			}
 			c2 := world()
 			c2.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
-			res, rerr = newStep(c2).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+			res, rerr = newStep(c2).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 			if !rerr.HasError() || res.Phase == types.PhaseFailed {
 				t.Fatalf("a persistent transient error must be an error result, got %s %v", res.Phase, rerr)
 			}
@@ -326,7 +328,7 @@ func TestRunTransientErrors(t *testing.T) {
 	c.PrependReactor("list", "replicasets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServerTimeout(schema.GroupResource{Resource: "replicasets"}, "list", 1)
 	})
-	if _, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`)); !rerr.HasError() {
+	if _, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`)); !rerr.HasError() {
 		t.Error("list timeout must be an error result")
 	}
 }
@@ -334,12 +336,12 @@ func TestRunTransientErrors(t *testing.T) {
 func TestRunClientErrorAndBadConfig(t *testing.T) {
 	calls := 0
 	s := &Step{Client: func() (Clients, error) { calls++; return Clients{}, errors.New("no kubeconfig") }, Log: quietLog()}
-	res, rerr := s.Run(testRollout(curHash), stepCtx(`{"configMaps":["a"]}`))
+	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["a"]}`))
 	if !rerr.HasError() || !strings.Contains(rerr.Error(), "no kubeconfig") || res.Phase == types.PhaseFailed {
 		t.Errorf("client error: %s %v", res.Phase, rerr)
 	}
 	// Bad config fails before any client is needed.
-	res, rerr = s.Run(testRollout(curHash), stepCtx(`{"configmaps":["a"]}`))
+	res, rerr = s.Run(fixtures.Rollout(curHash), stepCtx(`{"configmaps":["a"]}`))
 	if rerr.HasError() || res.Phase != types.PhaseFailed || !strings.Contains(res.Message, `did you mean "configMaps"`) {
 		t.Errorf("bad config: %s %s %v", res.Phase, res.Message, rerr)
 	}
@@ -355,8 +357,10 @@ func TestAbortTerminateChangeNothing(t *testing.T) {
 	c := world()
 	s := newStep(c)
 	for _, f := range []func() (types.RpcStepResult, types.RpcError){
-		func() (types.RpcStepResult, types.RpcError) { return s.Abort(testRollout(curHash), stepCtx(`{}`)) },
-		func() (types.RpcStepResult, types.RpcError) { return s.Terminate(testRollout(curHash), stepCtx(`{}`)) },
+		func() (types.RpcStepResult, types.RpcError) { return s.Abort(fixtures.Rollout(curHash), stepCtx(`{}`)) },
+		func() (types.RpcStepResult, types.RpcError) {
+			return s.Terminate(fixtures.Rollout(curHash), stepCtx(`{}`))
+		},
 	} {
 		res, rerr := f()
 		if rerr.HasError() || res.Phase != types.PhaseSuccessful {
@@ -369,11 +373,11 @@ func TestAbortTerminateChangeNothing(t *testing.T) {
 }
 
 func TestRunTerminatingReplicaSet(t *testing.T) {
-	rs := testRS(curHash, "uid-cur", rolloutUID, podSpec([]string{"cfg-new"}, nil))
+	rs := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil))
 	rs.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	rs.Finalizers = []string{"x"}
-	c := fake.NewClientset(rs, testCM("cfg-new"))
-	res, _ := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	c := fake.NewClientset(rs, fixtures.ConfigMap("cfg-new"))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseFailed || writes(c) != 0 {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
@@ -390,7 +394,7 @@ func TestRunConcurrent(t *testing.T) {
 			if i%2 == 0 {
 				hash = oldHash
 			}
-			res, _ := s.Run(testRollout(hash), stepCtx(`{"configMaps":["static"]}`))
+			res, _ := s.Run(fixtures.Rollout(hash), stepCtx(`{"configMaps":["static"]}`))
 			done <- res
 		}(i)
 	}
@@ -410,7 +414,7 @@ func TestRunConcurrent(t *testing.T) {
 func TestRunPanicInPatchGoroutine(t *testing.T) {
 	c := world()
 	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) { panic("bug") })
-	res, rerr := newStep(c).Run(testRollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
+	res, rerr := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if !rerr.HasError() || !strings.Contains(rerr.Error(), "internal error patching ConfigMap cfg-new") || res.Phase == types.PhaseFailed {
 		t.Errorf("%s %v", res.Phase, rerr)
 	}
@@ -424,9 +428,9 @@ func TestRunStopsAfterPersistentTransientError(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		n := "cfg-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		names = append(names, n)
-		objs = append(objs, testCM(n))
+		objs = append(objs, fixtures.ConfigMap(n))
 	}
-	objs = append(objs, testRS(curHash, "uid-cur", rolloutUID, podSpec(names, nil)))
+	objs = append(objs, fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec(names, nil)))
 	c := fake.NewClientset(objs...)
 	var calls atomic.Int32
 	c.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -436,7 +440,7 @@ func TestRunStopsAfterPersistentTransientError(t *testing.T) {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": names})
 	s := newStep(c)
 	s.Concurrency = 2
-	_, rerr := s.Run(testRollout(curHash), stepCtx(string(cfg)))
+	_, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(string(cfg)))
 	if !rerr.HasError() {
 		t.Fatal("want an error result")
 	}

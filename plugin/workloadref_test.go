@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // ResolveWorkloadRef follows the Rollouts controller: the Deployment's template always, its
@@ -19,7 +21,7 @@ import (
 func TestResolveWorkloadRef(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS, Generation: 4},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "from-deployment"}},
-			Template: corev1.PodTemplateSpec{Spec: podSpec([]string{"cfg"}, nil)}}}
+			Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"cfg"}, nil)}}}
 	gets := 0
 	get := func(_ context.Context, ns, name string) (*appsv1.Deployment, error) {
 		gets++
@@ -29,13 +31,13 @@ func TestResolveWorkloadRef(t *testing.T) {
 		return d, nil
 	}
 
-	plain := testRollout("h1")
+	plain := fixtures.Rollout("h1")
 	res, err := ResolveWorkloadRef(t.Context(), get, plain)
-	if err != nil || gets != 0 || res.Rollout != plain || res.Deployment != nil || res.Workload.Selector != plain.Spec.Selector || res.Workload.UID != rolloutUID || res.Workload.Kind != KindRollout {
+	if err != nil || gets != 0 || res.Rollout != plain || res.Deployment != nil || res.Workload.Selector != plain.Spec.Selector || res.Workload.UID != fixtures.RolloutUID || res.Workload.Kind != KindRollout {
 		t.Errorf("no workloadRef: %+v %v, %d gets", res, err, gets)
 	}
 
-	ref := testRollout("h1")
+	ref := fixtures.Rollout("h1")
 	ref.Spec.Selector = nil
 	ref.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	res, err = ResolveWorkloadRef(t.Context(), get, ref)
@@ -69,13 +71,13 @@ func TestResolveWorkloadRef(t *testing.T) {
 // OwnReplicaSets keeps, from one list, the workload's own: its selector and its controller
 // UID, oldest first.
 func TestOwnReplicaSets(t *testing.T) {
-	newer := aged("h2", "uid-h2", 0, podSpec(nil, nil))
-	older := aged("h1", "uid-h1", -time.Hour, podSpec(nil, nil))
-	impostor := testRS("imp", "uid-imp", "someone-else", podSpec(nil, nil))
-	other := testRS("x", "uid-x", rolloutUID, podSpec(nil, nil))
+	newer := aged("h2", "uid-h2", 0, fixtures.PodSpec(nil, nil))
+	older := aged("h1", "uid-h1", -time.Hour, fixtures.PodSpec(nil, nil))
+	impostor := fixtures.ReplicaSet("imp", "uid-imp", "someone-else", fixtures.PodSpec(nil, nil))
+	other := fixtures.ReplicaSet("x", "uid-x", fixtures.RolloutUID, fixtures.PodSpec(nil, nil))
 	other.Labels = map[string]string{"app": "other"}
 	items := []appsv1.ReplicaSet{*newer, *impostor, *older, *other}
-	w := Workload{Kind: KindRollout, Namespace: testNS, Name: "web", UID: rolloutUID, Selector: testRollout("h1").Spec.Selector}
+	w := Workload{Kind: KindRollout, Namespace: testNS, Name: "web", UID: fixtures.RolloutUID, Selector: fixtures.Rollout("h1").Spec.Selector}
 	rss, err := OwnReplicaSets(items, w)
 	if err != nil || len(rss) != 2 || rss[0].Name != "web-h1" || rss[1].Name != "web-h2" {
 		t.Errorf("own ReplicaSets %v %v", rss, err)

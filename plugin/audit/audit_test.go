@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
-
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 const wantAuditText = `Rollout shop/web
@@ -275,17 +276,17 @@ func TestAuditFix(t *testing.T) {
 
 // A clean Rollout exits 0; a patch the apiserver refuses makes -fix exit 1 with the reason.
 func TestAuditExitCodes(t *testing.T) {
-	rs := auditRS("rev1", "1", podSpec([]string{"cfg"}, []string{"sec"}))
-	sec := testSecret("sec")
+	rs := auditRS("rev1", "1", fixtures.PodSpec([]string{"cfg"}, []string{"sec"}))
+	sec := fixtures.Secret("sec")
 	sec.OwnerReferences = []metav1.OwnerReference{rsRef(rs, false)}
 	kube := fake.NewClientset(rs, cm("cfg", true, rsRef(rs, false)), sec, cm("static", false))
-	ro := rolloutsfake.NewSimpleClientset(testRollout("rev1"))
+	ro := rolloutsfake.NewSimpleClientset(fixtures.Rollout("rev1"))
 	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
 	if code != exitOK || !strings.HasSuffix(out, "findings: 0 lost, 0 unowned, 0 stray, 0 legacy\n") || strings.Contains(out, "-fix") {
 		t.Errorf("clean: exit %d\n%s%s", code, out, stderr)
 	}
 	// Unowned, stray and legacy do not fail the run; lost does.
-	kube = fake.NewClientset(rs, cm("cfg", true), testSecret("sec"))
+	kube = fake.NewClientset(rs, cm("cfg", true), fixtures.Secret("sec"))
 	if code, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS}); code != exitOK || !strings.Contains(out, "1 unowned") {
 		t.Errorf("unowned only: exit %d\n%s", code, out)
 	}
@@ -322,11 +323,11 @@ func TestAuditExitCodes(t *testing.T) {
 
 // -A: one list of Rollouts, then one list of each kind per namespace that has Rollouts.
 func TestAuditAllNamespaces(t *testing.T) {
-	a := testRollout("h1")
-	b := testRollout("h1")
+	a := fixtures.Rollout("h1")
+	b := fixtures.Rollout("h1")
 	b.Namespace, b.UID = "other", "uid-rollout-b"
-	rsA := auditRS("h1", "1", podSpec([]string{"cfg"}, nil))
-	rsB := auditRS("h1", "1", podSpec([]string{"cfg"}, nil))
+	rsA := auditRS("h1", "1", fixtures.PodSpec([]string{"cfg"}, nil))
+	rsB := auditRS("h1", "1", fixtures.PodSpec([]string{"cfg"}, nil))
 	rsB.Namespace, rsB.UID = "other", "uid-b"
 	rsB.OwnerReferences[0].UID = b.UID
 	cmB := cm("cfg", true)
@@ -378,7 +379,7 @@ func TestAuditAllNamespaces(t *testing.T) {
 
 // -selector and a step's discover selector opt objects in; the default label then does not.
 func TestAuditSelectors(t *testing.T) {
-	rs := auditRS("h1", "1", podSpec([]string{"by-team", "by-step-selector", "default-label"}, nil))
+	rs := auditRS("h1", "1", fixtures.PodSpec([]string{"by-team", "by-step-selector", "default-label"}, nil))
 	teamCM := cm("by-team", false)
 	teamCM.Labels["team"] = "shop"
 	stepCM := cm("by-step-selector", false)
@@ -386,7 +387,7 @@ func TestAuditSelectors(t *testing.T) {
 	defCM := cm("default-label", true)
 	defCM.Labels = map[string]string{optIn: "true"}
 	kube := fake.NewClientset(rs, teamCM, stepCM, defCM)
-	ro := rolloutsfake.NewSimpleClientset(withSteps(testRollout("h1"), `{"discover":{"selector":{"matchLabels":{"rev":"yes"}}}}`))
+	ro := rolloutsfake.NewSimpleClientset(withSteps(fixtures.Rollout("h1"), `{"discover":{"selector":{"matchLabels":{"rev":"yes"}}}}`))
 	_, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, selector: "team=shop"})
 	for _, want := range []string{"opted in (rev=yes, a step's discover selector)", "opted in (team=shop)", "ConfigMap default-label     not opted in", "findings: 0 lost, 2 unowned"} {
 		if !strings.Contains(out, want) {
@@ -405,18 +406,18 @@ func TestAuditSelectors(t *testing.T) {
 
 // A workloadRef Rollout without a selector takes the Deployment's.
 func TestAuditWorkloadRef(t *testing.T) {
-	ro := testRollout("h1")
+	ro := fixtures.Rollout("h1")
 	ro.Spec.Selector = nil
 	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	kube := fake.NewClientset(d, auditRS("h1", "1", podSpec([]string{"gone"}, nil)))
+	kube := fake.NewClientset(d, auditRS("h1", "1", fixtures.PodSpec([]string{"gone"}, nil)))
 	code, out, _ := runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS})
 	if code != exitFail || !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") || !strings.Contains(out, "pods of the current ReplicaSet cannot start (CreateContainerConfigError)") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 	// Without the Deployment the Rollout cannot be audited: an error, exit 1.
-	kube = fake.NewClientset(auditRS("h1", "1", podSpec(nil, nil)))
+	kube = fake.NewClientset(auditRS("h1", "1", fixtures.PodSpec(nil, nil)))
 	code, out, _ = runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS})
 	if code != exitFail || !strings.Contains(out, "ERROR Deployment shop/web named by spec.workloadRef of Rollout web does not exist") {
 		t.Errorf("exit %d\n%s", code, out)
@@ -462,7 +463,7 @@ func TestAuditDeployments(t *testing.T) {
 	t1 := true
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: testNS, UID: "uid-deploy"},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: podSpec([]string{"api-2"}, nil)}}}
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: fixtures.PodSpec([]string{"api-2"}, nil)}}}
 	rsFor := func(name, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
 		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID("uid-" + name),
 			Labels:          map[string]string{"app": "api", "pod-template-hash": name},
@@ -470,7 +471,7 @@ func TestAuditDeployments(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-deploy", Controller: &t1}}},
 			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": name}}, Spec: spec}}}
 	}
-	kube := fake.NewClientset(d, rsFor("api-rs1", "1", podSpec([]string{"api-1"}, nil)), rsFor("api-rs2", "2", podSpec([]string{"api-2"}, nil)),
+	kube := fake.NewClientset(d, rsFor("api-rs1", "1", fixtures.PodSpec([]string{"api-1"}, nil)), rsFor("api-rs2", "2", fixtures.PodSpec([]string{"api-2"}, nil)),
 		cm("api-2", true), cm("unrelated", false))
 	ro := rolloutsfake.NewSimpleClientset()
 	code, out, stderr := runAudit(t, clientsOf(kube, ro), run{namespace: testNS})
@@ -508,13 +509,13 @@ func TestAuditDeployments(t *testing.T) {
 func TestAuditHistoryByCreationTime(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(hash, rev string, offset time.Duration) *appsv1.ReplicaSet {
-		rs := auditRS(hash, rev, podSpec([]string{"cfg-" + hash}, nil))
+		rs := auditRS(hash, rev, fixtures.PodSpec([]string{"cfg-" + hash}, nil))
 		rs.CreationTimestamp = metav1.Time{Time: t0.Add(offset)}
 		return rs
 	}
 	kube := fake.NewClientset(at("a", "4", 0), at("c", "2", 2*time.Hour), at("b", "3", time.Hour),
 		cm("cfg-a", true), cm("cfg-b", true), cm("cfg-c", true))
-	ro := rolloutsfake.NewSimpleClientset(testRollout("a"))
+	ro := rolloutsfake.NewSimpleClientset(fixtures.Rollout("a"))
 	_, out, _ := runAudit(t, clientsOf(kube, ro), run{namespace: testNS, json: true})
 	var rep Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {

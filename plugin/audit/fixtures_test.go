@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
-
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
@@ -23,6 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 // TestMain shortens the core's grace for missing objects: the fakes never create one late.
@@ -32,58 +33,12 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	testNS = "shop"
+	testNS = fixtures.Namespace
 	optIn  = plugin.DefaultDiscoverLabel
 	// The command's exit codes (plugin/cmd): Report.Failed is exit 1.
 	exitOK   = 0
 	exitFail = 1
 )
-
-var rolloutUID = types.UID("11111111-2222-3333-4444-555555555555")
-
-func testRollout(hash string) *v1alpha1.Rollout {
-	return &v1alpha1.Rollout{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNS, UID: rolloutUID, Generation: 3},
-		Spec: v1alpha1.RolloutSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		},
-		Status: v1alpha1.RolloutStatus{CurrentPodHash: hash, ObservedGeneration: "3"},
-	}
-}
-
-// podSpec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
-func podSpec(configMaps, secrets []string) corev1.PodSpec {
-	c := corev1.Container{Name: "app", Image: "nginx"}
-	var vols []corev1.Volume
-	for _, cm := range configMaps {
-		vols = append(vols, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
-	}
-	for _, s := range secrets {
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
-	}
-	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
-}
-
-func testRS(hash string, uid types.UID, owner types.UID, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	t := true
-	return &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web-" + hash, Namespace: testNS, UID: uid,
-			Labels:          map[string]string{"app": "web", plugin.PodTemplateHashLabel: hash},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web", UID: owner, Controller: &t}},
-		},
-		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: spec}},
-	}
-}
-
-func testCM(name string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, OwnerReferences: owners, Labels: map[string]string{"team": "shop"}, Annotations: map[string]string{"note": "keep"}},
-		Data: map[string]string{"app.yaml": "color: blue"}}
-}
-
-func testSecret(name string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS}, Data: map[string][]byte{"token": []byte("s3cr3t")}}
-}
 
 // clientsOf serves the typed and the metadata client from one typed fake.
 func clientsOf(c kubernetes.Interface, ro rolloutsclient.Interface) plugin.Clients {
@@ -112,14 +67,14 @@ func rsRef(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
 
 // auditRS is a ReplicaSet of the test Rollout with a revision annotation.
 func auditRS(hash string, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	rs := testRS(hash, types.UID("uid-"+hash), rolloutUID, spec)
+	rs := fixtures.ReplicaSet(hash, types.UID("uid-"+hash), fixtures.RolloutUID, spec)
 	rs.Annotations = map[string]string{plugin.RevisionAnnotation: rev}
 	return rs
 }
 
 // cm is a ConfigMap with data; opted in when optedIn.
 func cm(name string, optedIn bool, owners ...metav1.OwnerReference) *corev1.ConfigMap {
-	c := testCM(name, owners...)
+	c := fixtures.ConfigMap(name, owners...)
 	if optedIn {
 		c.Labels[optIn] = "true"
 	}
@@ -167,13 +122,13 @@ func ownerSet(refs []metav1.OwnerReference) string {
 //   - orphan: opted in, used and owned by nothing: unowned (unattributed)
 //   - an impostor ReplicaSet with the Rollout's labels but another controller, using cfg-x
 func auditScenario() (*fake.Clientset, *rolloutsfake.Clientset) {
-	rev3 := auditRS("rev3", "3", podSpec([]string{"cfg-3", "static", "cfg-legacy-ok"}, []string{"sec-3"}))
-	rev2 := auditRS("rev2", "2", podSpec([]string{"cfg-2", "static"}, nil))
+	rev3 := auditRS("rev3", "3", fixtures.PodSpec([]string{"cfg-3", "static", "cfg-legacy-ok"}, []string{"sec-3"}))
+	rev2 := auditRS("rev2", "2", fixtures.PodSpec([]string{"cfg-2", "static"}, nil))
 	rev2.Spec.Template.Spec.Volumes = append(rev2.Spec.Template.Spec.Volumes, corev1.Volume{Name: "opt", VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg-opt"}, Optional: ptr(true)}}})
-	rev1 := auditRS("rev1", "1", podSpec([]string{"cfg-1", "shared"}, nil))
-	impostor := testRS("imp", "uid-imp", "someone-else", podSpec([]string{"cfg-x"}, nil))
-	sec3 := testSecret("sec-3")
+	rev1 := auditRS("rev1", "1", fixtures.PodSpec([]string{"cfg-1", "shared"}, nil))
+	impostor := fixtures.ReplicaSet("imp", "uid-imp", "someone-else", fixtures.PodSpec([]string{"cfg-x"}, nil))
+	sec3 := fixtures.Secret("sec-3")
 	sec3.OwnerReferences = []metav1.OwnerReference{rsRef(rev3, false)}
 	kube := fake.NewClientset(rev3, rev2, rev1, impostor,
 		cm("cfg-3", true), sec3, cm("static", false), cm("cfg-legacy-ok", true, rsRef(rev3, true)),
@@ -181,7 +136,7 @@ func auditScenario() (*fake.Clientset, *rolloutsfake.Clientset) {
 		cm("shared", false, rsRef(rev2, false)),
 		cm("cfg-stray", true, rsRef(rev3, false), rsRef(rev2, false)),
 		cm("cfg-named", false), cm("orphan", true), cm("cfg-x", false))
-	ro := withSteps(testRollout("rev3"), `{"configMaps":["cfg-named"],"secrets":["sec-3"]}`, `{"configmaps":["ignored-bad-config"]}`)
+	ro := withSteps(fixtures.Rollout("rev3"), `{"configMaps":["cfg-named"],"secrets":["sec-3"]}`, `{"configmaps":["ignored-bad-config"]}`)
 	return kube, rolloutsfake.NewSimpleClientset(ro)
 }
 

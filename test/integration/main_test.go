@@ -26,6 +26,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
 var (
@@ -97,17 +98,7 @@ func (e *env) rollout(name string) *v1alpha1.Rollout {
 }
 
 // podSpec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
-func podSpec(configMaps, secrets []string) corev1.PodSpec {
-	c := corev1.Container{Name: "app", Image: "nginx"}
-	var vols []corev1.Volume
-	for _, cm := range configMaps {
-		vols = append(vols, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
-	}
-	for _, s := range secrets {
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
-	}
-	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
-}
+var podSpec = fixtures.PodSpec
 
 // replicaSet creates a ReplicaSet of the Rollout as the controller would (label with the
 // hash, controller reference to the Rollout), with 0 replicas: no pods are needed.
