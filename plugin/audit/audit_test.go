@@ -294,7 +294,7 @@ func TestAuditExitCodes(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg", errors.New("no"))
 	})
 	code, out, _ = runAudit(t, clientsOf(kube, ro), run{namespace: testNS, fix: true})
-	if code != exitFail || !strings.Contains(out, "fix failed: namespace shop: forbidden to patch ConfigMap cfg") {
+	if code != exitFail || !strings.Contains(out, "fix failed: namespace shop: forbidden to patch ConfigMap cfg") || !strings.Contains(out, "examples/rbac-audit.yaml") {
 		t.Errorf("forbidden fix: exit %d\n%s", code, out)
 	}
 	// A missing Rollout, or reads that are forbidden, exit 1 with the reason on stderr.

@@ -35,11 +35,14 @@ type Auditor struct {
 	WorkloadsExplicit bool
 }
 
-// New is an Auditor on the clients: reads through NewLister, writes through an Attacher with
-// the command line's RBAC hint.
+// RBACHint is the example RBAC of audit (and -fix), named in a forbidden write's message.
+const RBACHint = "examples/rbac-audit.yaml"
+
+// New is an Auditor on the clients: reads through NewLister, writes through an Attacher whose
+// forbidden messages point to audit's RBAC.
 func New(cl plugin.Clients, log logrus.FieldLogger) *Auditor {
 	return &Auditor{Lister: NewLister(cl), Log: log,
-		Attacher: &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: plugin.JobRBACHint}}
+		Attacher: &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: RBACHint}}
 }
 
 func (a *Auditor) selector() labels.Selector {
@@ -58,7 +61,7 @@ func (a *Auditor) log() logrus.FieldLogger {
 
 func (a *Auditor) attacher() *plugin.Attacher {
 	if a.Attacher == nil {
-		return &plugin.Attacher{Log: a.log(), RBACHint: plugin.JobRBACHint}
+		return &plugin.Attacher{Log: a.log(), RBACHint: RBACHint}
 	}
 	return a.Attacher
 }
