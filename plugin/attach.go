@@ -91,7 +91,7 @@ func (a *Attacher) backoff() wait.Backoff {
 // selector whose controller owner reference carries the workload's UID (a ReplicaSet with the
 // right labels but another owner is not ours to attach to), oldest first.
 func (a *Attacher) ListReplicaSets(ctx context.Context, w Workload) ([]*appsv1.ReplicaSet, error) {
-	sel, err := w.ReplicaSetSelector()
+	sel, err := w.replicaSetSelector()
 	if err != nil {
 		return nil, err
 	}
@@ -107,11 +107,11 @@ func (a *Attacher) ListReplicaSets(ctx context.Context, w Workload) ([]*appsv1.R
 		}
 		return nil, fmt.Errorf("listing ReplicaSets of %s: %w", w, err)
 	}
-	return Controlled(list.Items, w.UID), nil
+	return controlled(list.Items, w.UID), nil
 }
 
-// Controlled returns the ReplicaSets whose controller reference carries uid, oldest first.
-func Controlled(items []appsv1.ReplicaSet, uid types.UID) []*appsv1.ReplicaSet {
+// controlled returns the ReplicaSets whose controller reference carries uid, oldest first.
+func controlled(items []appsv1.ReplicaSet, uid types.UID) []*appsv1.ReplicaSet {
 	var out []*appsv1.ReplicaSet
 	for i := range items {
 		if ref := metav1.GetControllerOf(&items[i]); ref != nil && ref.UID == uid {

@@ -627,7 +627,7 @@ func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error 
 }
 
 func notFound(o Object) error {
-	return apierrors.NewNotFound(resourceOf(o.Kind).GroupVersion().WithResource(resourceOf(o.Kind).Resource).GroupResource(), o.Name)
+	return apierrors.NewNotFound(o.Kind.Resource().GroupVersion().WithResource(o.Kind.Resource().Resource).GroupResource(), o.Name)
 }
 
 func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
@@ -636,7 +636,7 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 		// Cancelled by a sibling's transient failure: already reported.
 	case err == nil:
 		o.added = append(o.added, w)
-	case IsAllGone(err):
+	case isAllGone(err):
 		// Nothing to add: the view was stale. Not a problem of the object.
 	case !w.Listed:
 		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
@@ -679,8 +679,8 @@ func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) (err error
 // stale); nothing is written, and the caller's view catches up.
 var errAllGone = errors.New("every ReplicaSet to add is gone")
 
-// IsAllGone reports a write skipped because its ReplicaSets no longer exist.
-func IsAllGone(err error) bool { return errors.Is(err, errAllGone) }
+// isAllGone reports a write skipped because its ReplicaSets no longer exist.
+func isAllGone(err error) bool { return errors.Is(err, errAllGone) }
 
 // err turns the outcome into the verdict: nil when every listed object is attached, a
 // *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the
@@ -767,7 +767,7 @@ func describeAPIError(err error) string {
 func (r Result) message() string {
 	var msg string
 	if r.Target != nil {
-		msg = SuccessMessage(r.Target.Name, append([]Object(nil), r.Listed...), r.Skipped)
+		msg = successMessage(r.Target.Name, append([]Object(nil), r.Listed...), r.Skipped)
 	}
 	var disc []Write
 	for _, w := range r.Added {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// JobRBACHint is the example RBAC of the command-line (Job) mode.
-const JobRBACHint = "examples/job.yaml"
+// jobRBACHint is the example RBAC of the command-line (Job) mode.
+const jobRBACHint = "examples/job.yaml"
 
 // DefaultPollInterval is the Job's pause between checks while it waits.
 const DefaultPollInterval = 2 * time.Second
@@ -65,7 +65,7 @@ func WaitAndAttach(ctx context.Context, r JobRequest) (string, error) {
 		interval = DefaultPollInterval
 	}
 	cl := r.Clients
-	w := &waiter{attacher: &Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: JobRBACHint},
+	w := &waiter{attacher: &Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: jobRBACHint},
 		rollouts: cl.Rollouts, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
 		events: &APIEvents{Client: func() (Clients, error) { return cl, nil }, Log: log}}
 	return w.run(ctx, interval)
@@ -141,7 +141,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	case apierrors.IsNotFound(err):
 		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
 	case apierrors.IsForbidden(err):
-		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+JobRBACHint, w.ns, w.name, apiMessage(err))}
+		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+jobRBACHint, w.ns, w.name, apiMessage(err))}
 	case err != nil:
 		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
 	}
@@ -226,7 +226,7 @@ func (w *waiter) workloadError(ro *v1alpha1.Rollout, err error) (string, error) 
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, name), nil
 	case apierrors.IsForbidden(err):
-		return "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+JobRBACHint, ro.Namespace, name, apiMessage(err))}
+		return "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+jobRBACHint, ro.Namespace, name, apiMessage(err))}
 	default:
 		return "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, name, err)
 	}

@@ -51,8 +51,9 @@ func OptInSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"})
 }
 
-// resourceOf is the metadata client's resource for a kind.
-func resourceOf(k Kind) schema.GroupVersionResource {
+// Resource is the API resource of a kind (core/v1 configmaps or secrets), as the metadata
+// client addresses it.
+func (k Kind) Resource() schema.GroupVersionResource {
 	if k == KindSecret {
 		return corev1.SchemeGroupVersion.WithResource("secrets")
 	}
@@ -195,7 +196,7 @@ type objectMeta struct {
 func (a *Attacher) listMeta(ctx context.Context, ns string, k Kind, sel labels.Selector) (map[string]objectMeta, error) {
 	out := map[string]objectMeta{}
 	err := a.call(ctx, func(ctx context.Context) error {
-		l, err := a.Meta.Resource(resourceOf(k)).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		l, err := a.Meta.Resource(k.Resource()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return err
 		}
@@ -215,7 +216,7 @@ func (a *Attacher) listMeta(ctx context.Context, ns string, k Kind, sel labels.S
 func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMeta, error) {
 	var m *objectMeta
 	err := a.call(ctx, func(ctx context.Context) error {
-		obj, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
+		obj, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
 		if err == nil {
 			m = &objectMeta{UID: obj.UID, Labels: obj.Labels, Owners: obj.OwnerReferences}
 		}
@@ -231,7 +232,7 @@ func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMet
 }
 
 func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
-	res := resourceOf(k).Resource
+	res := k.Resource().Resource
 	if isForbidden(err) {
 		return &FailError{fmt.Sprintf("forbidden to %s %s in namespace %s (%s): grant %s on %s, see %s", verb, res, ns, apiMessage(err), verb, res, a.rbacHint())}
 	}
@@ -243,7 +244,7 @@ func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
 func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
 	patch := ownerPatchFor(uid, rss)
 	return a.call(ctx, func(ctx context.Context) error {
-		_, err := a.Meta.Resource(resourceOf(o.Kind)).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		_, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil && isTransient(err) {
 			a.log().WithField("object", o.String()).WithError(err).Debug("transient error, retrying")
 		}
@@ -251,12 +252,9 @@ func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, uid typ
 	})
 }
 
-// AddOwners is the write of every mode: one add-only patch that makes each live ReplicaSet
-// in rss an owner of o (ReplicaSets being deleted are dropped; nothing to add is no request).
-func (a *Attacher) AddOwners(ctx context.Context, ns string, o Object, rss []*appsv1.ReplicaSet) error {
-	return a.addOwners(ctx, ns, o, "", rss)
-}
-
+// addOwners is the write of every mode (through write and safePatch): one add-only patch that
+// makes each live ReplicaSet in rss an owner of o (ReplicaSets being deleted are dropped;
+// nothing to add is no request).
 func (a *Attacher) addOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
 	var live []*appsv1.ReplicaSet
 	for _, rs := range rss {

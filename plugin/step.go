@@ -255,9 +255,9 @@ func (s *Step) Terminate(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to terminate"}, types.RpcError{}
 }
 
-// SuccessMessage says what was attached and what was skipped, e.g.
+// successMessage says what was attached and what was skipped, e.g.
 // "attached 2 ConfigMaps and 1 Secret to ReplicaSet web-7f9c2d".
-func SuccessMessage(rs string, attached []Object, skipped []Skip) string {
+func successMessage(rs string, attached []Object, skipped []Skip) string {
 	var cms, secs int
 	for _, o := range attached {
 		if o.Kind == KindSecret {

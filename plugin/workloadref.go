@@ -64,9 +64,9 @@ func ResolveWorkloadRef(ctx context.Context, get DeploymentGetter, ro *v1alpha1.
 	return res, nil
 }
 
-// ReplicaSetSelector is the workload's selector as a labels.Selector; a workload without one,
+// replicaSetSelector is the workload's selector as a labels.Selector; a workload without one,
 // or with an invalid one, is a *FailError (nothing tells which ReplicaSets are its own).
-func (w Workload) ReplicaSetSelector() (labels.Selector, error) {
+func (w Workload) replicaSetSelector() (labels.Selector, error) {
 	if w.Selector == nil {
 		return nil, &FailError{fmt.Sprintf("%s has no spec.selector: cannot tell which ReplicaSets are its own", w)}
 	}
@@ -82,7 +82,7 @@ func (w Workload) ReplicaSetSelector() (labels.Selector, error) {
 // selector whose controller reference carries its UID, oldest first — what ListReplicaSets
 // returns from its own list request.
 func OwnReplicaSets(items []appsv1.ReplicaSet, w Workload) ([]*appsv1.ReplicaSet, error) {
-	sel, err := w.ReplicaSetSelector()
+	sel, err := w.replicaSetSelector()
 	if err != nil {
 		return nil, err
 	}
@@ -92,5 +92,5 @@ func OwnReplicaSets(items []appsv1.ReplicaSet, w Workload) ([]*appsv1.ReplicaSet
 			match = append(match, items[i])
 		}
 	}
-	return Controlled(match, w.UID), nil
+	return controlled(match, w.UID), nil
 }

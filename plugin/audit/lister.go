@@ -9,7 +9,6 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,9 +28,9 @@ type Lister interface {
 	ListMeta(ctx context.Context, namespace string, kind plugin.Kind) ([]metav1.ObjectMeta, error)
 }
 
-// NewLister reads through the clients: ConfigMaps and Secrets through the metadata client,
-// so their data never leaves the apiserver (without one, through the typed client, and the
-// data is dropped on arrival).
+// NewLister reads through the clients: ConfigMaps and Secrets through the metadata client
+// (cl.Meta, which plugin.ClientsForConfig always sets), so their data never leaves the
+// apiserver.
 func NewLister(cl plugin.Clients) Lister {
 	return clientLister{kube: cl.Kube, rollouts: cl.Rollouts, meta: cl.Meta}
 }
@@ -75,42 +74,16 @@ func (l clientLister) ListReplicaSets(ctx context.Context, ns string) ([]appsv1.
 }
 
 func (l clientLister) ListMeta(ctx context.Context, ns string, kind plugin.Kind) ([]metav1.ObjectMeta, error) {
-	var out []metav1.ObjectMeta
-	if l.meta != nil {
-		list, err := l.meta.Resource(corev1.SchemeGroupVersion.WithResource(resourceOf(kind))).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range list.Items {
-			out = append(out, it.ObjectMeta)
-		}
-		return out, nil
-	}
-	if kind == plugin.KindSecret {
-		list, err := l.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range list.Items {
-			out = append(out, it.ObjectMeta) // the data is dropped here
-		}
-		return out, nil
-	}
-	list, err := l.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	// Metadata only (Accept: PartialObjectMetadata): audit never reads a Secret's data.
+	list, err := l.meta.Resource(kind.Resource()).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
+	out := make([]metav1.ObjectMeta, 0, len(list.Items))
 	for _, it := range list.Items {
 		out = append(out, it.ObjectMeta)
 	}
 	return out, nil
-}
-
-func resourceOf(kind plugin.Kind) string {
-	if kind == plugin.KindSecret {
-		return "secrets"
-	}
-	return "configmaps"
 }
 
 // read runs one read with the core's retry helper ((*plugin.Attacher).Call: per-request

@@ -37,7 +37,7 @@ func (a *Auditor) readNamespace(ctx context.Context, ns string) (*snapshot, erro
 	}
 	for _, kind := range []plugin.Kind{plugin.KindConfigMap, plugin.KindSecret} {
 		var metas []metav1.ObjectMeta
-		err := a.read(ctx, resourceOf(kind), ns, func(ctx context.Context) error {
+		err := a.read(ctx, kind.Resource().Resource, ns, func(ctx context.Context) error {
 			var err error
 			metas, err = a.Lister.ListMeta(ctx, ns, kind)
 			return err

@@ -134,7 +134,7 @@ func TestInstallPluginUsage(t *testing.T) {
 	}
 }
 
-// TestReadOnly installs into a directory the process cannot write: a read-only bind mount in
+// TestInstallPluginReadOnly installs into a directory the process cannot write: a read-only bind mount in
 // a private mount namespace when running as root (root ignores permission bits), else a 0555
 // directory.
 func TestInstallPluginReadOnly(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
-// ApplyYAMLFile is ApplyYAML on the contents of a file (e.g. examples/rbac.yaml).
+// ApplyYAMLFile is ApplyYAML on the contents of a file (e.g. examples/rbac-step-plugin.yaml).
 func (c *Cluster) ApplyYAMLFile(t testing.TB, cfg *rest.Config, path, namespace string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(path)

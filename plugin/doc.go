@@ -1,0 +1,16 @@
+// Package plugin is the ownership core of configmap-attacher, shared by every mode (the step
+// plugin, the command line, audit -fix and the controller): it decides which ReplicaSets
+// become owners of which ConfigMaps and Secrets, and writes that as add-only merge patches.
+//
+// Where to start reading:
+//   - refs.go: which objects a pod template uses (TemplateReferences, RequiredReferences).
+//   - core.go: Attacher.Reconcile, the plan for an explicit list (classify, the rule table),
+//     the opt-in policy (checkLabels) and discovery; Attacher.Adopt and planAdoption, the
+//     object-keyed stage audit -fix and the controller call; write, which sends the patches.
+//   - owners.go: MissingOwners (the one missing-owner computation), ownerPatchFor (the patch,
+//     keyed by owner UID, with the object's UID as a precondition) and addOwners.
+//   - step.go and job.go: the two modes that find a target and wait (Step.Run, WaitAndAttach).
+//
+// The package never parses flags, prints usage or renders reports (plugin/cmd,
+// plugin/audit), and never reads, logs or changes object data, labels or annotations.
+package plugin
