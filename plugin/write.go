@@ -1,0 +1,211 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// The write: one add-only patch per object, its checks, and its outcome.
+
+// dryRun reads the listed objects' metadata and reports exactly which owner references a run
+// would add. Discovery's additions come from its list already.
+func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, error) {
+	for _, w := range res.Writes {
+		if !w.Listed {
+			res.Added = append(res.Added, w)
+			continue
+		}
+		m, err := a.getMeta(ctx, ns, w.Object)
+		if err != nil {
+			return res, err
+		}
+		if m == nil {
+			res.NotFound = append(res.NotFound, w.Object)
+			continue
+		}
+		if missing := MissingOwners(w.Object, m.Owners, w.ReplicaSets, nil); len(missing) > 0 {
+			res.Added = append(res.Added, Write{Object: w.Object, ReplicaSets: missing, Listed: true})
+		}
+	}
+	res.Message = res.dryRunMessage()
+	return res, nil
+}
+
+// writeOutcome collects what the patches did.
+type writeOutcome struct {
+	ns           string
+	rbacHint     string
+	added        []Write
+	missing      []Object
+	forbidden    map[Object]string
+	rejected     map[Object]string
+	warnings     []string
+	objectErrors []ObjectError
+	transient    error
+}
+
+// write sends the patches, Concurrency at a time. A listed object that does not exist is
+// tried again for Grace. A transient error that outlived its retries stops the patches not
+// yet sent: the controller retries the whole step anyway, and 100 objects each waiting out
+// their own retries would hold the controller's worker for minutes.
+func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcome {
+	out := writeOutcome{ns: ns, rbacHint: a.rbacHint(), forbidden: map[Object]string{}, rejected: map[Object]string{}}
+	if len(ws) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(a.concurrency())
+	for _, w := range ws {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil // abandoned after a transient failure; out.transient says why
+			}
+			var err error
+			if w.verify {
+				// A stale view: keep only the ReplicaSets a live read still shows.
+				if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
+					err = errAllGone
+				}
+			}
+			if err == nil {
+				err = a.safePatch(ctx, ns, w)
+			}
+			if err != nil && isNotFound(err) && w.Listed {
+				err = a.awaitCreation(ctx, ns, w)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			out.record(w, err, ctx.Err() != nil, cancel)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	sortWrites(out.added)
+	sortObjects(out.missing)
+	for _, w := range out.added {
+		a.log().WithFields(map[string]any{"object": w.Object.String(), "owners": strings.Join(w.Names(), ",")}).Debug("owner references in place")
+	}
+	return out
+}
+
+// awaitCreation retries the patch of a listed object that was not found, for Grace.
+func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error {
+	deadline := time.Now().Add(Grace)
+	var err error
+	for {
+		wait := min(time.Second, Grace)
+		select {
+		case <-ctx.Done():
+			return notFound(w.Object) // the last answer was 404; the caller's time is up
+		case <-time.After(wait):
+		}
+		err = a.safePatch(ctx, ns, w)
+		if err == nil || !isNotFound(err) || !time.Now().Before(deadline) {
+			return err
+		}
+	}
+}
+
+func notFound(o Object) error {
+	return apierrors.NewNotFound(o.Kind.Resource().GroupVersion().WithResource(o.Kind.Resource().Resource).GroupResource(), o.Name)
+}
+
+func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
+	switch {
+	case err != nil && cancelled && o.transient != nil:
+		// Cancelled by a sibling's transient failure: already reported.
+	case err == nil:
+		o.added = append(o.added, w)
+	case isAllGone(err):
+		// Nothing to add: the view was stale. Not a problem of the object.
+	case !w.Listed:
+		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
+		msg := fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+		if isForbidden(err) {
+			msg = forbiddenMessage([]Object{w.Object}, apiMessage(err), o.ns, o.rbacHint)
+		}
+		o.warnings = append(o.warnings, msg)
+		o.objectErrors = append(o.objectErrors, ObjectError{w.Object, err})
+		if isTransient(err) && o.transient == nil {
+			o.transient = fmt.Errorf("patching %s: %w", w.Object, err)
+			cancel()
+		}
+	case isNotFound(err):
+		o.missing = append(o.missing, w.Object)
+	case isForbidden(err):
+		o.forbidden[w.Object] = apiMessage(err)
+	case isTransient(err):
+		if o.transient == nil {
+			o.transient = fmt.Errorf("patching %s: %w", w.Object, err)
+		}
+		cancel()
+	default:
+		o.rejected[w.Object] = apiMessage(err)
+	}
+}
+
+// safePatch runs the patch and turns a panic into an error: these goroutines are outside the
+// RPC layer's recover, and a panic there would kill the process every Rollout shares.
+func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error patching %s: %v", w.Object, r)
+		}
+	}()
+	return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
+}
+
+// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
+// stale); nothing is written, and the caller's view catches up.
+var errAllGone = errors.New("every ReplicaSet to add is gone")
+
+// isAllGone reports a write skipped because its ReplicaSets no longer exist.
+func isAllGone(err error) bool { return errors.Is(err, errAllGone) }
+
+// err turns the outcome into the verdict: nil when every listed object is attached, a
+// *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the
+// transient error for the caller to retry.
+func (o writeOutcome) err() error {
+	var parts []string
+	if len(o.missing) > 0 {
+		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in the step config)", o.ns, joinObjects(o.missing), pronoun(len(o.missing))))
+	}
+	if len(o.forbidden) > 0 {
+		objs := keysOf(o.forbidden)
+		parts = append(parts, forbiddenMessage(objs, o.forbidden[objs[0]], o.ns, o.rbacHint))
+	}
+	for _, obj := range keysOf(o.rejected) {
+		parts = append(parts, fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", obj, o.rejected[obj]))
+	}
+	if len(parts) > 0 {
+		msg := strings.Join(parts, "; ")
+		var attached []Object
+		for _, w := range o.added {
+			attached = append(attached, w.Object)
+		}
+		if len(attached) > 0 {
+			msg += fmt.Sprintf(" (attached meanwhile, and correct: %s)", joinObjects(attached))
+		}
+		return &FailError{msg}
+	}
+	return o.transient
+}
+
+func keysOf(m map[Object]string) []Object {
+	out := make([]Object, 0, len(m))
+	for o := range m {
+		out = append(out, o)
+	}
+	sortObjects(out)
+	return out
+}
