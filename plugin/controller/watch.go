@@ -1,0 +1,328 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// The caches and their event handlers: what is watched, how it is kept compact, and which
+// object keys an event enqueues.
+
+// addScope starts watching one namespace ("" is every namespace): the ReplicaSets through a
+// typed informer with the compacting transform, ConfigMaps and Secrets as metadata only.
+func (c *Controller) addScope(ns string) error {
+	kf := informers.NewSharedInformerFactoryWithOptions(c.cfg.Kube, 0, informers.WithNamespace(ns))
+	mf := metadatainformer.NewFilteredSharedInformerFactory(c.cfg.Meta, 0, ns, nil)
+	sc := &scope{rs: kf.Apps().V1().ReplicaSets().Informer(), objs: map[plugin.Kind]cache.SharedIndexInformer{
+		plugin.KindConfigMap: mf.ForResource(plugin.KindConfigMap.Resource()).Informer(),
+		plugin.KindSecret:    mf.ForResource(plugin.KindSecret.Resource()).Informer(),
+	}}
+	if err := sc.rs.SetTransform(c.compactReplicaSet); err != nil {
+		return fmt.Errorf("ReplicaSet informer transform: %w", err)
+	}
+	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex}); err != nil {
+		return fmt.Errorf("ReplicaSet indexes: %w", err)
+	}
+	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { c.onReplicaSet(obj, !initial) },
+		UpdateFunc: c.onReplicaSetUpdate,
+	}); err != nil {
+		return fmt.Errorf("ReplicaSet event handler: %w", err)
+	}
+	for kind, inf := range sc.objs {
+		if err := inf.SetTransform(c.compactMetadata); err != nil {
+			return fmt.Errorf("%s informer transform: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(c.objectHandler(kind)); err != nil {
+			return fmt.Errorf("%s event handler: %w", kind, err)
+		}
+	}
+	c.scopes[ns] = sc
+	c.starters = append(c.starters, kf.Start, mf.Start)
+	return nil
+}
+
+// compactReplicaSet is the ReplicaSet cache's transform: it keeps a cachedReplicaSet
+// (identity, controller reference, timestamps, generation and the references its template
+// makes, computed once here by the project's walker) instead of the ReplicaSet. A
+// ReplicaSet's Go struct is ~2 KiB before any data, its pod template far more: at 10k
+// ReplicaSets this is most of the memory the process would need.
+func (c *Controller) compactReplicaSet(obj any) (any, error) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
+	}
+	out := &cachedReplicaSet{ObjectMeta: metav1.ObjectMeta{
+		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
+		DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
+	}}
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	// ReplicaSets of other controllers are never indexed: their references are not kept (an
+	// adoption is an update event, transformed again).
+	if c.workloadOf(out.OwnerReferences) != nil {
+		out.Refs = objectList(plugin.TemplateReferences(&rs.Spec.Template.Spec))
+		out.Required = objectList(plugin.RequiredReferences(&rs.Spec.Template.Spec))
+	}
+	return out, nil
+}
+
+// compactMetadata is the ConfigMap and Secret caches' transform: a cachedObject with the
+// name, namespace, resourceVersion (after a relist the informer tells an update from a resync
+// by it), whether it is being deleted, and, for opted-in objects only, its owners' UIDs.
+// Everything else goes: managedFields, labels, annotations (kubectl's
+// last-applied-configuration annotation of a Secret carries its data). Unlabelled objects are
+// cached for their existence alone (the lost gauge).
+func (c *Controller) compactMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
+	}
+	out := &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
+		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
+	if out.OptedIn {
+		out.UID = m.UID
+	}
+	if out.OptedIn && len(m.OwnerReferences) > 0 {
+		out.RSOwned = plugin.HasReplicaSetOwner(m.OwnerReferences)
+		out.Owners = make([]types.UID, len(m.OwnerReferences))
+		for i, o := range m.OwnerReferences {
+			out.Owners[i] = o.UID
+		}
+	}
+	return out, nil
+}
+
+// workloadOf returns the controller reference among owners when it is a watched workload kind.
+func (c *Controller) workloadOf(owners []metav1.OwnerReference) *metav1.OwnerReference {
+	var ref *metav1.OwnerReference
+	for i := range owners {
+		if owners[i].Controller != nil && *owners[i].Controller {
+			ref = &owners[i]
+		}
+	}
+	if ref == nil {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	switch {
+	case ref.Kind == plugin.KindRollout && gv.Group == "argoproj.io" && c.cfg.Rollouts:
+		return ref
+	case ref.Kind == plugin.KindDeployment && gv.Group == "apps" && c.cfg.Deployments:
+		return ref
+	}
+	return nil
+}
+
+func refIndex(obj any) ([]string, error) {
+	rs, ok := obj.(*cachedReplicaSet)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, len(rs.Refs))
+	for i, o := range rs.Refs {
+		keys[i] = Key{rs.Namespace, o.Kind, o.Name}.String()
+	}
+	return keys, nil
+}
+
+func (c *Controller) scopeOf(ns string) *scope {
+	if sc, ok := c.scopes[metav1.NamespaceAll]; ok {
+		return sc
+	}
+	return c.scopes[ns]
+}
+
+// object returns the cached metadata of an object (nil when it does not exist).
+func (c *Controller) object(k Key) *cachedObject {
+	sc := c.scopeOf(k.Namespace)
+	if sc == nil || sc.objs[k.Kind] == nil {
+		return nil
+	}
+	item, ok, err := sc.objs[k.Kind].GetIndexer().GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	m, _ := item.(*cachedObject)
+	return m
+}
+
+func (c *Controller) optedIn(m *cachedObject) bool {
+	return m != nil && !m.Deleting && m.OptedIn
+}
+
+// enqueue queues k (leader only: a standby's queue stays empty; taking over enqueues
+// everything). react records the event time for the reaction-time histogram.
+func (c *Controller) enqueue(k Key, react bool) {
+	if !c.leading.Load() {
+		return
+	}
+	if react {
+		c.mu.Lock()
+		if _, ok := c.seen[k]; !ok {
+			c.seen[k] = time.Now()
+		}
+		c.mu.Unlock()
+	}
+	c.queue.Add(k)
+}
+
+// onReplicaSet queues the opted-in objects a live watched ReplicaSet's template references.
+func (c *Controller) onReplicaSet(obj any, react bool) {
+	rs, ok := obj.(*cachedReplicaSet)
+	if !ok || rs.DeletionTimestamp != nil {
+		return
+	}
+	for _, o := range rs.Refs { // empty unless a watched workload controls it
+		k := Key{rs.Namespace, o.Kind, o.Name}
+		if c.optedIn(c.object(k)) {
+			c.enqueue(k, react)
+		}
+	}
+}
+
+// onReplicaSetUpdate reacts to what can make a ReplicaSet a new owner: adoption (its
+// controller changed) and a template change (a new generation). Status updates, the bulk of
+// ReplicaSet events, are ignored.
+func (c *Controller) onReplicaSetUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*cachedReplicaSet)
+	n, ok2 := newObj.(*cachedReplicaSet)
+	if !ok1 || !ok2 {
+		return
+	}
+	if controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) || o.Generation != n.Generation {
+		c.onReplicaSet(n, true)
+	}
+}
+
+func controllerUID(owners []metav1.OwnerReference) types.UID {
+	if len(owners) > 0 {
+		return owners[0].UID
+	}
+	return ""
+}
+
+func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler {
+	keyOf := func(obj any) (Key, *cachedObject, bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		m, ok := obj.(*cachedObject)
+		if !ok {
+			return Key{}, nil, false
+		}
+		return Key{m.Namespace, kind, m.Name}, m, true
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if k, m, ok := keyOf(obj); ok && c.optedIn(m) {
+				c.enqueue(k, !initial)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			k, n, ok := keyOf(newObj)
+			_, o, ok2 := keyOf(oldObj)
+			if !ok || !ok2 {
+				return
+			}
+			c.settle(k, n.Owners)
+			// Gaining the label is adoption; an owner list that changed may have lost one of
+			// ours (only the garbage collector removes references, and only dangling ones).
+			if c.optedIn(n) && (!c.optedIn(o) || !slices.Equal(o.Owners, n.Owners)) {
+				c.enqueue(k, !c.optedIn(o))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if k, _, ok := keyOf(obj); ok {
+				c.mu.Lock()
+				delete(c.pending, k)
+				delete(c.seen, k)
+				c.mu.Unlock()
+			}
+		},
+	}
+}
+
+// settle drops the pending references the cache now shows.
+func (c *Controller) settle(k Key, owners []types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return
+	}
+	for _, uid := range owners {
+		delete(p.uids, uid)
+	}
+	if len(p.uids) == 0 {
+		delete(c.pending, k)
+	}
+}
+
+// ownersWithPending is the object's owner list plus the references we wrote that the cache
+// does not show yet (expired after pendingTTL, so a reference someone removed is re-added;
+// dropped when the name now belongs to another object).
+func (c *Controller) ownersWithPending(k Key, m *cachedObject) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(m.Owners))
+	for _, uid := range m.Owners {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return out
+	}
+	if time.Since(p.at) > pendingTTL || p.object != m.UID {
+		delete(c.pending, k)
+		return out
+	}
+	for uid := range p.uids {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
+	return out
+}
+
+func (c *Controller) markPending(k Key, object types.UID, rss []*appsv1.ReplicaSet) {
+	c.mu.Lock()
+	p, ok := c.pending[k]
+	if !ok || p.object != object {
+		p = pendingOwners{uids: map[types.UID]bool{}, object: object}
+	}
+	p.at = time.Now()
+	for _, rs := range rss {
+		p.uids[rs.UID] = true
+	}
+	c.pending[k] = p
+	c.mu.Unlock()
+	// Look again once the pending references expire: if the cache never showed them (someone
+	// stripped the owner list meanwhile), the object must not wait for the next resync.
+	c.queue.AddAfter(k, pendingTTL+time.Second)
+}
+
+// reacted observes the reaction time of k's add event, if one is due.
+func (c *Controller) reacted(k Key, observe bool) {
+	c.mu.Lock()
+	t, ok := c.seen[k]
+	delete(c.seen, k)
+	c.mu.Unlock()
+	if ok && observe {
+		c.m.Reaction.Observe(time.Since(t).Seconds())
+	}
+}
