@@ -134,6 +134,6 @@ soak: binaries
 	  go test ./test/soak/ -run '^TestSoak$$' -count=1 -v -timeout 90m
 
 ## docs: the flag tables of README.md and docs/*.md from the commands' flag sets (hack/docs;
-## `go run ./hack/docs -check` verifies them, as plugin/cmd TestDocsFlagTablesUpToDate does).
+## `go run ./hack/docs -check` verifies them, as hack/docs TestDocsFlagTablesUpToDate does).
 docs:
 	go run ./hack/docs

@@ -10,15 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-
-	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
 func main() {
 	check := flag.Bool("check", false, "verify the tables instead of rewriting them; exit 1 if one differs")
 	root := flag.String("root", ".", "the repository root (README.md and docs/)")
 	flag.Parse()
-	problems, err := cmd.UpdateDocs(*root, !*check)
+	problems, err := UpdateDocs(*root, !*check)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "docs:", err)
 		os.Exit(1)

@@ -416,6 +416,27 @@ func TestAuditWorkloadRef(t *testing.T) {
 	if code != exitFail || !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") || !strings.Contains(out, "pods of the current ReplicaSet cannot start (CreateContainerConfigError)") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
+	// The namespace's Deployments are listed (they are audited too): the workloadRef is
+	// resolved from that list, not with one more request.
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "deployments" {
+			t.Errorf("Deployment read again with a GET after the namespace's list")
+		}
+	}
+	// Auditing Rollouts only, nothing lists Deployments: one GET resolves the workloadRef.
+	kube.ClearActions()
+	if code, out, _ = runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS, workloads: []string{plugin.KindRollout}}); !strings.Contains(out, "ConfigMap gone  LOST (does not exist)") {
+		t.Errorf("rollouts only: exit %d\n%s", code, out)
+	}
+	gets := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "deployments" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("rollouts only: %d Deployment GETs, want 1", gets)
+	}
 	// Without the Deployment the Rollout cannot be audited: an error, exit 1.
 	kube = fake.NewClientset(auditRS("h1", "1", fixtures.PodSpec(nil, nil)))
 	code, out, _ = runAudit(t, clientsOf(kube, rolloutsfake.NewSimpleClientset(ro)), run{namespace: testNS})

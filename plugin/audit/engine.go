@@ -203,8 +203,12 @@ func (a *Auditor) auditNamespace(ctx context.Context, rep *Report, ns string, wl
 		}
 		return w
 	}
+	listed := map[string]*appsv1.Deployment{}
+	for _, d := range wl.deployments {
+		listed[d.Name] = d
+	}
 	for _, ro := range wl.rollouts {
-		aw, err := a.rolloutWorkload(ctx, ro)
+		aw, err := a.rolloutWorkload(ctx, ro, listed)
 		rep.Rollouts = append(rep.Rollouts, auditOne(aw, err))
 	}
 	for _, d := range wl.deployments {

@@ -29,12 +29,19 @@ type auditedWorkload struct {
 // rolloutWorkload describes a Rollout for audit, its spec.workloadRef resolved by the core
 // (plugin.ResolveWorkloadRef). Its "current" ReplicaSet is the controller's new one, or for a
 // Rollout whose template matches none (the controller has not created it yet) the one
-// status.currentPodHash names.
-func (a *Auditor) rolloutWorkload(ctx context.Context, ro *v1alpha1.Rollout) (auditedWorkload, error) {
+// status.currentPodHash names. A workloadRef's Deployment comes from listed (the namespace's
+// Deployments, when audit lists them) before it costs a request.
+func (a *Auditor) rolloutWorkload(ctx context.Context, ro *v1alpha1.Rollout, listed map[string]*appsv1.Deployment) (auditedWorkload, error) {
 	named, stepSels := stepObjects(ro)
 	aw := auditedWorkload{w: plugin.Workload{Kind: plugin.KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector},
 		named: named, stepSels: stepSels}
-	res, err := plugin.ResolveWorkloadRef(ctx, a.getDeployment, ro)
+	get := func(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+		if d, ok := listed[name]; ok {
+			return d, nil
+		}
+		return a.getDeployment(ctx, ns, name)
+	}
+	res, err := plugin.ResolveWorkloadRef(ctx, get, ro)
 	if apierrors.IsNotFound(err) {
 		return aw, &plugin.FailError{Msg: fmt.Sprintf("Deployment %s/%s named by spec.workloadRef of Rollout %s does not exist", ro.Namespace, ro.Spec.WorkloadRef.Name, ro.Name)}
 	}

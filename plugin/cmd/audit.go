@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -71,7 +70,7 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
 	fs.StringVar(&o.selector, "selector", "", "label selector of opted-in objects (default "+plugin.DefaultDiscoverLabel+"=true)")
 	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
-	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage)
@@ -83,11 +82,13 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 // Main runs the audit and returns the exit code: ExitOK, ExitFail (something lost, or an
 // error) or ExitUsage.
 func (c *Audit) Main(args []string) int {
+	// The caller (main.go) passes the process's streams; a command under plugin/ never
+	// names os.Stdout, which carries the go-plugin handshake in plugin mode.
 	if c.Stdout == nil {
-		c.Stdout = os.Stdout
+		c.Stdout = io.Discard
 	}
 	if c.Stderr == nil {
-		c.Stderr = os.Stderr
+		c.Stderr = io.Discard
 	}
 	var o auditOptions
 	fs := c.flags(&o)

@@ -127,7 +127,7 @@ func (g watchListGates) Enabled(f clientfeatures.Feature) bool {
 func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.selector, "selector", plugin.DefaultDiscoverLabel+"=true", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
 	fs.StringVar(&o.workloads, "workloads", workloadRollouts+","+workloadDeployments, "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
@@ -144,8 +144,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs.IntVar(&o.workers, "workers", controller.DefaultWorkers, "objects reconciled in parallel")
 	fs.DurationVar(&o.resync, "resync", controller.DefaultResync, "interval of the full reconcile of every opted-in object (0: only at start)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log and count the owner references that would be added; write nothing")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	logFlags(fs, &o.logLevel, &o.logFormat)
 	fs.Usage = func() {
 		fmt.Fprint(c.Stderr, controllerUsage)
 		fs.PrintDefaults()

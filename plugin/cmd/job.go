@@ -64,9 +64,8 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
-	fs.StringVar(&o.client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	kubeconfigFlag(fs, &o.client.Kubeconfig)
+	logFlags(fs, &o.logLevel, &o.logFormat)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(c.Stderr, jobUsage)

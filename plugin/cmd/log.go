@@ -5,6 +5,7 @@
 package cmd
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/sirupsen/logrus"
@@ -33,4 +34,16 @@ func ConfigureLogger(log *logrus.Logger, level, format string) error {
 		return fmt.Errorf("log format %q: use text or json", format)
 	}
 	return nil
+}
+
+// kubeconfigFlag registers -kubeconfig, the same for every command that talks to the apiserver.
+func kubeconfigFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+}
+
+// logFlags registers -log-level and -log-format with the defaults of the long-running modes
+// (audit, a report on stdout, has its own quieter -log-level and no -log-format).
+func logFlags(fs *flag.FlagSet, level, format *string) {
+	fs.StringVar(level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(format, "log-format", "text", "log format: text or json")
 }

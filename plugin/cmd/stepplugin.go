@@ -47,11 +47,10 @@ func (c *StepPlugin) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions
 func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	fs.StringVar(&o.Client.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	kubeconfigFlag(fs, &o.Client.Kubeconfig)
 	fs.Float64Var(&o.qps, "qps", plugin.DefaultQPS, "client-side queries per second to the apiserver")
 	fs.IntVar(&o.Client.Burst, "burst", plugin.DefaultBurst, "client-side burst of requests to the apiserver")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
+	logFlags(fs, &o.LogLevel, &o.LogFormat)
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
 	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
 	fs.StringVar(&o.optIn, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects")

@@ -1,4 +1,4 @@
-package cmd
+package main
 
 import (
 	"flag"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
 // TestDocsFlagTablesUpToDate: the flag tables of README.md and docs/*.md are those of the
@@ -48,12 +50,12 @@ func TestUpdateDocs(t *testing.T) {
 		}
 	}
 	var all strings.Builder
-	for _, c := range DocCommands() {
+	for _, c := range cmd.DocCommands() {
 		all.WriteString("## " + c.Name + "\n\n<!-- flags:" + c.Name + " -->\nstale\n<!-- /flags:" + c.Name + " -->\n\ntext after\n")
 	}
 	write("README.md", "# no tables here\n")
 	write("docs/flags.md", all.String())
-	if problems, err := UpdateDocs(root, false); err != nil || len(problems) != len(DocCommands()) || !strings.Contains(problems[0], "docs/flags.md: the flag table of job differs from its flag set: run go run ./hack/docs") {
+	if problems, err := UpdateDocs(root, false); err != nil || len(problems) != len(cmd.DocCommands()) || !strings.Contains(problems[0], "docs/flags.md: the flag table of job differs from its flag set: run make docs (go run ./hack/docs)") {
 		t.Fatalf("check of stale tables: %v %q", err, problems)
 	}
 	if problems, err := UpdateDocs(root, true); err != nil || len(problems) != 0 {
