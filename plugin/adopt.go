@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,141 +12,196 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Discovery and adoption: the object-keyed stage discovery, audit -fix and the controller share.
+// Candidates and the rules every one of them goes through, whichever mode found it.
 
-// discover adds every object matching the discovery selector (and, with the policy on, the
-// opt-in selector) that a live ReplicaSet references and that lacks it as an owner: the
-// candidates of one metadata list per kind that some template references, through planAdoption,
-// the same stage Adopt runs for audit -fix and the controller.
-func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, p *Plan, attach map[Object]*Write) error {
-	sel := req.Discover
-	if req.Policy.RequireOptIn {
-		r, _ := req.Policy.optIn().Requirements()
-		sel = sel.Add(r...)
-	}
-	var needCM, needSecret bool
-	for i, rs := range rss {
-		if Live(rs) {
-			needCM = needCM || len(refs[i].ConfigMaps) > 0
-			needSecret = needSecret || len(refs[i].Secrets) > 0
-		}
-	}
-	var kinds []Kind
-	if needCM {
-		kinds = append(kinds, KindConfigMap)
-	}
-	if needSecret {
-		kinds = append(kinds, KindSecret)
-	}
-	cache := refCache{}
-	for i, rs := range rss {
-		cache[rs.UID] = refs[i]
-	}
-	var cands []Candidate
-	for _, k := range kinds {
-		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
-		if err != nil {
-			return fmt.Errorf("discover: %w", err)
-		}
-		for name, m := range metas {
-			o := Object{k, name}
-			if w, ok := attach[o]; ok {
-				// Listed too: the owners it already has need no write.
-				w.ReplicaSets = MissingOwners(o, m.Owners, w.ReplicaSets, nil)
-				continue
-			}
-			cands = append(cands, Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners, ReplicaSets: rss})
-		}
-	}
-	ws, owned := planAdoption(cands, req.Policy, cache)
-	for i := range ws {
-		attach[ws[i].Object] = &ws[i]
-	}
-	p.Owned += owned
-	return nil
-}
-
-// Candidate is an object that may be adopted without being listed: its metadata (never its
-// data) and the ReplicaSets that may become its owners (only those whose pod template
-// references it, and only live ones, do).
+// Candidate is an object a caller found (the controller's caches, audit's snapshot) with the
+// metadata it read (never the data). Who may own it is not the caller's to say: Reconcile asks
+// the namespace's users (Request.Users).
 type Candidate struct {
 	Object Object
 	// UID is the object's UID as read (empty: unknown); the patch carries it as a precondition.
 	UID    types.UID
 	Labels map[string]string
+	// Owners are its owner references as read (only UIDs are compared).
 	Owners []metav1.OwnerReference
-	// ReplicaSets may become owners; Refs, when set, are their references in the same order
-	// (a caller that keeps only references, not templates, passes them).
-	ReplicaSets []*appsv1.ReplicaSet
-	Refs        []References
-	// VerifyOwners: the caller's view may be stale and the object has no ReplicaSet owner yet:
-	// confirm with a live read that each ReplicaSet still exists before adding it.
-	VerifyOwners bool
+	// ReplicaSetOwned: an apps ReplicaSet is among its owners, for callers whose Owners keep
+	// only UIDs (the controller's cache); otherwise HasReplicaSetOwner(Owners) says it.
+	ReplicaSetOwned bool
 }
 
-// refCache holds each ReplicaSet's references, so a template is walked once per run.
-type refCache map[types.UID]References
+// candidate is a Candidate on its way through Reconcile.
+type candidate struct {
+	Candidate
+	// listed: in the explicit list, whose problems decide the verdict.
+	listed bool
+	// labelsKnown: Labels (and UID, Owners) were read.
+	labelsKnown bool
+	// forced is the target of an allowUnreferenced object: an owner though its template does
+	// not reference the object.
+	forced *appsv1.ReplicaSet
+	// recheck is the label rule of a listed object that did not exist at the check.
+	recheck *labelRule
+	// dropped: skipped by checkLabels (a credential).
+	dropped bool
+}
 
-func (c refCache) of(rs *appsv1.ReplicaSet) References {
-	r, ok := c[rs.UID]
-	if !ok {
-		r = TemplateReferences(&rs.Spec.Template.Spec)
-		c[rs.UID] = r
+// listName is what the explicit list is called in messages.
+func (r Request) listName() string {
+	if r.Source == "" {
+		return "the step config"
 	}
-	return r
+	return r.Source
 }
 
-// planAdoption decides the writes for candidates: each gets, in one write, every live
-// ReplicaSet among its own that references it and does not own it yet (MissingOwners). With
-// the policy on, a candidate that does not match the opt-in selector is never adopted. It
-// returns the writes, sorted, and how many candidates in use already had every owner.
-func planAdoption(cands []Candidate, policy Policy, cache refCache) ([]Write, int) {
-	var ws []Write
-	owned := 0
-	for _, c := range cands {
-		if policy.RequireOptIn && !policy.optIn().Matches(labels.Set(c.Labels)) {
+// discover finds the objects matching the discovery selector (and, with the policy on, the
+// opt-in selector) that a live ReplicaSet of the workload references: one metadata list per
+// kind that some template references. A listed object that it finds gets its metadata.
+func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, cands []candidate) ([]candidate, error) {
+	sel := req.Discover
+	if req.Policy.RequireOptIn {
+		r, _ := req.Policy.optIn().Requirements()
+		sel = sel.Add(r...)
+	}
+	used := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	for i, rs := range rss {
+		if !Live(rs) {
 			continue
 		}
-		refs := c.Refs
-		if len(refs) != len(c.ReplicaSets) {
-			refs = make([]References, len(c.ReplicaSets))
-			for i, rs := range c.ReplicaSets {
-				refs[i] = cache.of(rs)
-			}
+		for n := range refs[i].ConfigMaps {
+			used.ConfigMaps[n] = true
 		}
-		used := false
-		for i, rs := range c.ReplicaSets {
-			used = used || (Live(rs) && refs[i].Has(c.Object))
-		}
-		switch missing := MissingOwners(c.Object, c.Owners, c.ReplicaSets, refs); {
-		case len(missing) > 0:
-			ws = append(ws, Write{Object: c.Object, ObjectUID: c.UID, ReplicaSets: missing, verify: c.VerifyOwners})
-		case used:
-			owned++
+		for n := range refs[i].Secrets {
+			used.Secrets[n] = true
 		}
 	}
-	sortWrites(ws)
-	return ws, owned
+	var kinds []Kind
+	if len(used.ConfigMaps) > 0 {
+		kinds = append(kinds, KindConfigMap)
+	}
+	if len(used.Secrets) > 0 {
+		kinds = append(kinds, KindSecret)
+	}
+	index := map[Object]int{}
+	for i, c := range cands {
+		index[c.Object] = i
+	}
+	var out []candidate
+	for _, k := range kinds {
+		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
+		if err != nil {
+			return nil, fmt.Errorf("discover: %w", err)
+		}
+		for name, m := range metas {
+			o := Object{k, name}
+			if i, ok := index[o]; ok {
+				// Listed too: the owners it already has need no write.
+				c := &cands[i]
+				if !c.labelsKnown {
+					c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+				}
+				continue
+			}
+			if !used.Has(o) {
+				continue
+			}
+			out = append(out, candidate{Candidate: Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners}, labelsKnown: true})
+		}
+	}
+	return out, nil
 }
 
-// Adopt is the object-keyed stage of the pipeline on its own, for callers that hold the
-// objects' metadata already: audit -fix (its snapshot) and the controller (its caches). Each
-// candidate gets one add-only patch with every live ReplicaSet that uses it and does not own it
-// yet; with policy.RequireOptIn only opted-in candidates are adopted. A problem with one object
-// (404, 403, a rejection) is a warning and an ObjectError, not the verdict: nobody listed it.
-// The error is a transient one that outlived its retries (the unsent patches were abandoned).
-func (a *Attacher) Adopt(ctx context.Context, ns string, cands []Candidate, policy Policy, dryRun bool) (Result, error) {
-	ws, owned := planAdoption(cands, policy, refCache{})
-	res := Result{Plan: Plan{Writes: ws, Owned: owned}}
-	if dryRun {
-		res.Added = ws
-		res.Message = res.dryRunMessage()
-		return res, nil
+// planWrites applies the rules every candidate goes through, whichever mode found it:
+//
+//	outside the administrator's --require-opt-in            → skipped (a listed one failed before)
+//	a user that cannot own it (StatefulSet, DaemonSet, Job,
+//	  CronJob, bare Pod, a ReplicaSet of an unchecked kind)   → blocked: nothing written; a listed one fails the run
+//	used only as a credential and not opted in               → skipped
+//	otherwise                                                → every live ReplicaSet that uses it, whose
+//	                                                           controller is live (or has none), and does
+//	                                                           not own it yet, in one write
+//
+// An object that has no ReplicaSet owner yet, in a view that may be stale, has its new owners
+// confirmed live (with their controllers) before the write.
+func planWrites(req Request, p *Plan, cands []candidate) error {
+	optIn := req.Policy.optIn()
+	var refused []string
+	for _, c := range cands {
+		if c.dropped {
+			continue
+		}
+		if !c.listed && req.Policy.RequireOptIn && !optIn.Matches(labels.Set(c.Labels)) {
+			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipOptIn, OptIn: optIn.String()})
+			continue
+		}
+		owners, blockers := ownersOf(req.Users.UsersOf(c.Object))
+		if len(blockers) > 0 {
+			b := Blocked{Object: c.Object, Users: blockers}
+			p.Blocked = append(p.Blocked, b)
+			if c.listed {
+				refused = append(refused, b.Message())
+			}
+			continue
+		}
+		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(owners) > 0 && credentialOnly(owners) {
+			var by []string
+			for _, o := range owners {
+				by = append(by, o.ReplicaSet.Name)
+			}
+			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipCredential, UsedBy: by, OptIn: optIn.String()})
+			continue
+		}
+		rss := make([]*appsv1.ReplicaSet, 0, len(owners)+1)
+		for _, o := range owners {
+			rss = append(rss, o.ReplicaSet)
+		}
+		if c.forced != nil && !containsUID(rss, c.forced) {
+			rss = append(rss, c.forced)
+		}
+		if c.listed && !containsUID(rss, req.Target) {
+			refused = append(refused, fmt.Sprintf("ReplicaSet %s cannot own %s: its controller is gone or being deleted (the garbage collector deletes the ReplicaSet, and what only it owns with it)", req.Target.Name, c.Object))
+			continue
+		}
+		missing := withoutOwners(rss, c.Owners)
+		if len(missing) == 0 {
+			if !c.listed && len(rss) > 0 {
+				p.Owned++
+			}
+			continue
+		}
+		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, ReplicaSets: missing, Listed: c.listed,
+			verify: req.Users.Stale() && !c.ReplicaSetOwned && !HasReplicaSetOwner(c.Owners), recheck: c.recheck})
 	}
-	out := a.write(ctx, ns, ws)
-	res.Added, res.Warnings, res.Errors = out.added, out.warnings, out.objectErrors
-	res.Message = discoverMessage(res.Added, res.Owned)
-	return res, out.transient
+	sortWrites(p.Writes)
+	sort.SliceStable(p.Blocked, func(i, j int) bool { return CompareObjects(p.Blocked[i].Object, p.Blocked[j].Object) < 0 })
+	if len(refused) > 0 {
+		return &FailError{strings.Join(refused, "; ") + "; nothing was written"}
+	}
+	return nil
+}
+
+// credentialOnly: every owner uses the object only as a credential.
+func credentialOnly(owners []ReplicaSetUser) bool {
+	for _, o := range owners {
+		if !o.CredentialOnly {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutOwners drops the ReplicaSets that owners names already (by UID).
+func withoutOwners(rss []*appsv1.ReplicaSet, owners []metav1.OwnerReference) []*appsv1.ReplicaSet {
+	have := make(map[types.UID]bool, len(owners))
+	for _, o := range owners {
+		have[o.UID] = true
+	}
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if !have[rs.UID] {
+			out = append(out, rs)
+		}
+	}
+	return out
 }
 
 func sortWrites(ws []Write) {

@@ -65,7 +65,7 @@ func TestRunBoundedWhenAPIServerHangs(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no connection reached the hung listener: the check would pass by accident")
 	}
-	if !strings.Contains(rerr.ErrorString, "ReplicaSets") {
+	if !strings.Contains(rerr.ErrorString, "to find every user of the objects") {
 		t.Errorf("error %q does not say what it was doing", rerr.ErrorString)
 	}
 	t.Logf("Run returned after %s (bound %s) with %q; %d connections accepted", took.Round(time.Millisecond), RunDeadline, rerr.ErrorString, n)

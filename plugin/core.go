@@ -31,20 +31,36 @@ func (p Policy) optIn() labels.Selector {
 	return p.OptIn
 }
 
-// Request is one reconcile of a workload's ReplicaSets.
+// Request is one run of the ownership core, the one write entry point of every mode: the step
+// and the Job (an explicit list and a target, discovery), the controller and audit -fix
+// (Candidates whose metadata they hold). Modes differ only in how they find candidates and
+// report outcomes; every rule is applied here.
 type Request struct {
-	Workload Workload
-	// ReplicaSets are every ReplicaSet the workload controls, Target included.
+	// Namespace of every object (default Workload.Namespace).
+	Namespace string
+	// Users is the namespace's view of who uses what (required): ReadUsage, or the
+	// controller's caches.
+	Users UserView
+	// Workload and ReplicaSets, with an explicit list or discovery: the workload the run is
+	// for and its own ReplicaSets (the rule table and discovery look at its history).
+	Workload    Workload
 	ReplicaSets []*appsv1.ReplicaSet
 	// Target is the ReplicaSet being rolled out; required when Objects is not empty.
 	Target *appsv1.ReplicaSet
 	// Objects is the explicit list (the step config, -configmaps/-secrets).
 	Objects           []Object
 	AllowUnreferenced bool
-	// Discover, when not nil, also adopts every object matching it that a ReplicaSet uses.
+	// Discover, when not nil, also adopts every object matching it that a ReplicaSet of the
+	// workload uses.
 	Discover labels.Selector
-	Policy   Policy
-	DryRun   bool
+	// Candidates are objects found by the caller (the controller, audit -fix), with the
+	// metadata it read.
+	Candidates []Candidate
+	Policy     Policy
+	DryRun     bool
+	// Source is what the explicit list is called in messages (default "the step config"; the
+	// Job: "-configmaps/-secrets").
+	Source string
 }
 
 // Skip reasons.
@@ -52,6 +68,7 @@ const (
 	SkipRollback   = "rollback"
 	SkipOlder      = "older"
 	SkipCredential = "credential"
+	SkipOptIn      = "opt-in"
 )
 
 // Skip is a listed object that is left alone, and why.
@@ -59,9 +76,12 @@ type Skip struct {
 	Object Object
 	// Reason is SkipRollback (only ReplicaSets created after the target use it: undo re-ran a
 	// newer step list on an older ReplicaSet), SkipOlder (only older revisions use it) or
-	// SkipCredential (the target uses it only as a credential and it is not opted in).
+	// SkipCredential (the target uses it only as a credential and it is not opted in) or
+	// SkipOptIn (a candidate outside the administrator's --require-opt-in).
 	Reason string
 	UsedBy []string
+	// OptIn is the opt-in selector in force (for messages).
+	OptIn string
 }
 
 // Write is one object's patch: every ReplicaSet it gets as owner, in one request.
@@ -73,8 +93,12 @@ type Write struct {
 	// Listed marks an object of the explicit list: its problems decide the verdict; those of
 	// objects found by discovery are warnings.
 	Listed bool
-	// verify: confirm the ReplicaSets with a live read first (Candidate.VerifyOwners).
+	// verify: confirm the ReplicaSets and their controllers with a live read first (the
+	// view is stale and the object has no ReplicaSet owner yet).
 	verify bool
+	// recheck, when set, is a rule the object had no labels to be checked against (it did not
+	// exist): one that appears during the grace is read and checked before it is patched.
+	recheck *labelRule
 }
 
 // Names lists the owners' names.
@@ -98,7 +122,21 @@ type Plan struct {
 	Listed []Object
 	// Owned counts objects found by discovery that already have every owner they need.
 	Owned int
+	// Blocked are objects that a user that cannot own them also uses: nothing is written to
+	// them (a listed one fails the run).
+	Blocked []Blocked
 }
+
+// Blocked is an object left alone because not every user of it can own it.
+type Blocked struct {
+	Object Object
+	// Users name the users that cannot own it, e.g. "StatefulSet cache".
+	Users []string
+}
+
+// Message is the refusal, e.g. "ConfigMap web-config-7f9c2 is also used by StatefulSet cache;
+// configmap-attacher only manages config used by ReplicaSets alone".
+func (b Blocked) Message() string { return blockedMessage(b) }
 
 // Result is what Reconcile did (in a dry run: would do).
 type Result struct {
@@ -125,16 +163,23 @@ type ObjectError struct {
 // a moment after the workload.
 var Grace = 5 * time.Second
 
-// Reconcile is the pipeline every mode runs: classify the explicit list by the rule table,
-// apply the administrator's policy, add discovery, then write (or, in a dry run, read) once
-// per object. A permanent problem with the explicit list is a *FailError and nothing is
-// written (except that a listed object that is still missing after the grace does not undo
-// the patches of its siblings).
+// Reconcile is the one write entry point of every mode: classify the explicit list by the
+// rule table, apply the administrator's policy, add discovery and the caller's candidates,
+// then give each object every owner its users allow (users.go) and write (or, in a dry run,
+// read) once per object. A permanent problem with the explicit list is a *FailError and
+// nothing is written (except that a listed object that is still missing after the grace does
+// not undo the patches of its siblings, which the message names).
 func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	var res Result
-	ns := req.Workload.Namespace
+	ns := req.Namespace
+	if ns == "" {
+		ns = req.Workload.Namespace
+	}
+	if req.Users == nil {
+		return res, fmt.Errorf("internal error: a run needs the namespace's users")
+	}
 	if req.Target != nil && !Live(req.Target) {
-		return res, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it", req.Target.Name)}
+		return res, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it; nothing was written", req.Target.Name)}
 	}
 	if req.Target == nil && len(req.Objects) > 0 {
 		return res, fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
@@ -148,36 +193,35 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	for i, rs := range rss {
 		refs[i] = TemplateReferences(&rs.Spec.Template.Spec)
 	}
-	plan, attach, err := classify(req, rss, refs)
+	plan, cands, err := classify(req, rss, refs)
 	if err != nil {
 		return res, err
 	}
-	if err := a.checkLabels(ctx, req, &plan, attach); err != nil {
+	if err := a.checkLabels(ctx, req, &plan, cands); err != nil {
 		return res, err
 	}
 	if req.Discover != nil {
-		if err := a.discover(ctx, req, rss, refs, &plan, attach); err != nil {
+		found, err := a.discover(ctx, req, rss, refs, cands)
+		if err != nil {
 			return res, err
 		}
+		cands = append(cands, found...)
 	}
-	for _, o := range plan.Listed {
-		if w, ok := attach[o]; ok && len(w.ReplicaSets) > 0 {
-			plan.Writes = append(plan.Writes, *w)
-		}
+	for _, c := range req.Candidates {
+		cands = append(cands, candidate{Candidate: c, labelsKnown: true})
 	}
-	for _, w := range attach {
-		if !w.Listed && len(w.ReplicaSets) > 0 {
-			plan.Writes = append(plan.Writes, *w)
-		}
+	if err := planWrites(req, &plan, cands); err != nil {
+		return res, err
 	}
-	sortWrites(plan.Writes)
 	res.Plan = plan
 	if req.DryRun {
 		return a.dryRun(ctx, ns, res)
 	}
 	out := a.write(ctx, ns, plan.Writes)
+	out.source = req.listName()
 	res.Added = out.added
 	res.Warnings = out.warnings
+	res.Errors = out.objectErrors
 	if err := out.err(); err != nil {
 		return res, err
 	}

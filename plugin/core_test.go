@@ -72,7 +72,7 @@ func TestRuleTable(t *testing.T) {
 		{name: "undo where nothing listed is used by the restored ReplicaSet", target: "rev-a", config: `{"configMaps":["cfg-c","shared"]}`,
 			phase: types.PhaseSuccessful, want: []string{"attached nothing to ReplicaSet web-rev-a", "skipped ConfigMap cfg-c", "skipped ConfigMap shared"}},
 		{name: "used only by older ReplicaSets and nothing listed used by the target: stale", target: "rev-c", config: `{"configMaps":["cfg-a","cfg-b"]}`,
-			phase: types.PhaseFailed, want: []string{"the step list is stale", "ReplicaSet web-rev-c", "ConfigMap cfg-a (used by web-rev-a)", "ConfigMap cfg-b (used by web-rev-b)"}},
+			phase: types.PhaseFailed, want: []string{"the list is stale", "ReplicaSet web-rev-c", "ConfigMap cfg-a (used by web-rev-a)", "ConfigMap cfg-b (used by web-rev-b)"}},
 		{name: "an older revision's object beside the target's: successful, said so", target: "rev-c", config: `{"configMaps":["cfg-c","cfg-a"]}`,
 			phase: types.PhaseSuccessful, want: []string{"attached 1 ConfigMap to ReplicaSet web-rev-c", "skipped ConfigMap cfg-a", "only by the older web-rev-a"},
 			patched: []string{"configmaps/cfg-c"}},
@@ -81,7 +81,7 @@ func TestRuleTable(t *testing.T) {
 		{name: "used by no ReplicaSet, allowUnreferenced: the target only", target: "rev-c", config: `{"configMaps":["lonely"],"allowUnreferenced":true}`,
 			phase: types.PhaseSuccessful, patched: []string{"configmaps/lonely"}, owners: map[string][]k8stypes.UID{"lonely": {"uid-c"}}},
 		{name: "absent after the grace: fails naming it, siblings attached", target: "rev-c", config: `{"configMaps":["cfg-c","ghost"],"allowUnreferenced":true}`,
-			phase: types.PhaseFailed, want: []string{"not found in namespace shop: ConfigMap ghost", "attached meanwhile, and correct: ConfigMap cfg-c"},
+			phase: types.PhaseFailed, want: []string{"not found in namespace shop: ConfigMap ghost", "written before the failure, and correct: ConfigMap cfg-c ← web-rev-c"},
 			patched: []string{"configmaps/cfg-c", "configmaps/ghost"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,11 +124,19 @@ func TestRuleTable(t *testing.T) {
 	}
 }
 
-// TestRollbackTieCountsAsRollback: ReplicaSets created in the same second cannot be ordered;
-// as in the controller's isRollbackWithinWindow, the newer list is then skipped, not failed.
-func TestRollbackTieCountsAsRollback(t *testing.T) {
+// TestRollbackTieIsNotRollback: as in the controller's isRollbackWithinWindow, which compares
+// creation times strictly, a ReplicaSet created in the same second as the target is not newer:
+// a listed object only it uses is an older revision's, and with nothing else listed the list
+// is stale (failed, nothing written), not a rollback that succeeds.
+func TestRollbackTieIsNotRollback(t *testing.T) {
 	c := fake.NewClientset(aged("rev-a", "uid-a", 0, fixtures.PodSpec([]string{"cfg-a"}, nil)), aged("rev-b", "uid-b", 0, fixtures.PodSpec([]string{"cfg-b"}, nil)), fixtures.ConfigMap("cfg-b"))
 	res, _ := newStep(c).Run(fixtures.Rollout("rev-a"), stepCtx(`{"configMaps":["cfg-b"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the list is stale") || writes(c) != 0 {
+		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
+	}
+	// One second later it is newer: a rollback, skipped.
+	c = fake.NewClientset(aged("rev-a", "uid-a", 0, fixtures.PodSpec([]string{"cfg-a"}, nil)), aged("rev-b", "uid-b", time.Second, fixtures.PodSpec([]string{"cfg-b"}, nil)), fixtures.ConfigMap("cfg-b"))
+	res, _ = newStep(c).Run(fixtures.Rollout("rev-a"), stepCtx(`{"configMaps":["cfg-b"]}`))
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "rollback") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
@@ -332,9 +340,18 @@ type blockingEvents struct{ block chan struct{} }
 
 func (b *blockingEvents) Event(*v1alpha1.Rollout, string, string, string) { <-b.block }
 
-// TestAdoptAcrossWorkloads: the object-keyed stage adds, in one patch, every live ReplicaSet
-// that uses an object, whichever workload it belongs to; under the policy, only opted-in
-// candidates; a ReplicaSet being deleted never.
+// usageOf is a fresh view of the namespace: the ReplicaSets, the fixture Rollout alive.
+func usageOf(stale bool, rss ...*appsv1.ReplicaSet) *NamespaceUsage {
+	in := UsageInput{Controllers: []ControllerRef{{Kind: KindRollout, Name: "web", UID: fixtures.RolloutUID}}, ListedKinds: []string{KindRollout, KindDeployment}, Stale: stale}
+	for _, rs := range rss {
+		in.ReplicaSets = append(in.ReplicaSets, *rs)
+	}
+	return NewUsage(testNS, in)
+}
+
+// TestAdoptAcrossWorkloads: a candidate gets, in one patch, every live ReplicaSet that uses it,
+// whichever workload it belongs to; under the policy, only opted-in candidates; a ReplicaSet
+// being deleted never.
 func TestAdoptAcrossWorkloads(t *testing.T) {
 	a1 := aged("a1", "uid-a1", 0, fixtures.PodSpec([]string{"shared", "plain"}, nil))
 	b1 := aged("b1", "uid-b1", 0, fixtures.PodSpec([]string{"shared"}, nil))
@@ -342,12 +359,15 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	dying.DeletionTimestamp = &metav1.Time{Time: t0}
 	c := fake.NewClientset(optedIn(fixtures.ConfigMap("shared")), fixtures.ConfigMap("plain"))
 	a := &Attacher{Client: c, Meta: clientsOf(c).Meta, Log: quietLog()}
-	rss := []*appsv1.ReplicaSet{a1, b1, dying}
+	users := usageOf(false, a1, b1, dying)
 	cands := []Candidate{
-		{Object: Object{KindConfigMap, "shared"}, Labels: map[string]string{DefaultDiscoverLabel: "true"}, ReplicaSets: rss},
-		{Object: Object{KindConfigMap, "plain"}, Labels: map[string]string{"team": "shop"}, ReplicaSets: rss},
+		{Object: Object{KindConfigMap, "shared"}, Labels: map[string]string{DefaultDiscoverLabel: "true"}},
+		{Object: Object{KindConfigMap, "plain"}, Labels: map[string]string{"team": "shop"}},
 	}
-	res, err := a.Adopt(t.Context(), testNS, cands, Policy{RequireOptIn: true}, false)
+	adopt := func(cands []Candidate, p Policy) (Result, error) {
+		return a.Reconcile(t.Context(), Request{Namespace: testNS, Users: users, Candidates: cands, Policy: p})
+	}
+	res, err := adopt(cands, Policy{RequireOptIn: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,11 +384,11 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	// Again: nothing to do, no request.
 	c.ClearActions()
 	cands[0].Owners = refs
-	if res, _ = a.Adopt(t.Context(), testNS, cands, Policy{RequireOptIn: true}, false); writes(c) != 0 || res.Owned != 1 {
+	if res, _ = adopt(cands, Policy{RequireOptIn: true}); writes(c) != 0 || res.Owned != 1 {
 		t.Errorf("repeat wrote %d times, owned %d", writes(c), res.Owned)
 	}
-	// Without the policy (audit -fix decides candidacy itself), plain is adopted too.
-	if _, err := a.Adopt(t.Context(), testNS, cands[1:], Policy{}, false); err != nil || len(owners(t, c, KindConfigMap, "plain")) != 1 {
+	// Without the policy, plain is adopted too.
+	if _, err := adopt(cands[1:], Policy{}); err != nil || len(owners(t, c, KindConfigMap, "plain")) != 1 {
 		t.Errorf("plain: %v %v", err, owners(t, c, KindConfigMap, "plain"))
 	}
 }

@@ -173,7 +173,11 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
 		}
 	}
-	rss, err := w.attacher.ListReplicaSets(ctx, wl)
+	usage, err := w.attacher.ReadUsage(ctx, w.ns, ControllerRef{Kind: KindRollout, Name: ro.Name, UID: ro.UID, Deleting: ro.DeletionTimestamp != nil})
+	if err != nil {
+		return false, "", err
+	}
+	rss, err := usage.Own(wl)
 	if err != nil {
 		return false, "", err
 	}
@@ -182,7 +186,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}
 	// The ReplicaSet of the current spec exists: the rule table decides at once.
-	req := Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(),
+	req := Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
 		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun}
 	if w.cfg.Discover != nil {
 		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {

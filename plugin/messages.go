@@ -70,10 +70,20 @@ func (r Result) message() string {
 			msg += "; " + d
 		}
 	}
+	msg += r.blockedText()
 	for _, w := range r.Warnings {
 		msg += "; warning: " + w
 	}
 	return msg
+}
+
+// blockedText reports the objects left alone because a user cannot own them.
+func (r Result) blockedText() string {
+	var s string
+	for _, b := range r.Blocked {
+		s += "; left alone: " + b.Message()
+	}
+	return s
 }
 
 func discoverMessage(disc []Write, owned int) string {
@@ -107,12 +117,14 @@ func (r Result) dryRunMessage() string {
 	if len(disc) > 0 {
 		msg += fmt.Sprintf("; discover would add %d owner reference(s): %s", countRefs(disc), writesString(disc))
 	}
+	target := ""
 	if r.Target != nil {
-		for _, sk := range r.Skipped {
-			msg += "; " + skipMessage(sk, r.Target.Name)
-		}
+		target = r.Target.Name
 	}
-	return msg
+	for _, sk := range r.Skipped {
+		msg += "; " + skipMessage(sk, target)
+	}
+	return msg + r.blockedText()
 }
 
 func countRefs(ws []Write) int {
@@ -138,7 +150,29 @@ func skipMessage(sk Skip, target string) string {
 		return fmt.Sprintf("skipped %s: not used by %s but by %s, created after it (a rollback re-ran a newer step list)", sk.Object, target, strings.Join(sk.UsedBy, ", "))
 	case SkipOlder:
 		return fmt.Sprintf("skipped %s: not used by %s but only by the older %s (an older revision's object in the list; left as it is)", sk.Object, target, strings.Join(sk.UsedBy, ", "))
+	case SkipOptIn:
+		return fmt.Sprintf("skipped %s: it does not match the opt-in selector %s the administrator requires (--require-opt-in)", sk.Object, sk.optIn())
 	default:
-		return fmt.Sprintf("skipped %s: %s uses it only as a credential (imagePullSecrets or a volume's secretRef), which is shared by nature; add the opt-in label %s=true to it if it is revisioned", sk.Object, target, DefaultDiscoverLabel)
+		who := target
+		if who == "" {
+			who = strings.Join(sk.UsedBy, ", ")
+		}
+		return fmt.Sprintf("skipped %s: %s uses it only as a credential (imagePullSecrets or a volume's secretRef), which is shared by nature; give it a label matching the opt-in selector %s if it is revisioned", sk.Object, who, sk.optIn())
 	}
+}
+
+// SkipMessage words a skip for a report without a target (audit -fix).
+func SkipMessage(sk Skip) string { return skipMessage(sk, "") }
+
+func (sk Skip) optIn() string {
+	if sk.OptIn == "" {
+		return OptInSelector().String()
+	}
+	return sk.OptIn
+}
+
+// blockedMessage refuses an object that a user that cannot own it also uses.
+func blockedMessage(b Blocked) string {
+	return fmt.Sprintf("%s is also used by %s; configmap-attacher only manages config used by ReplicaSets alone (an owner reference would let the garbage collector delete it under %s)",
+		b.Object, strings.Join(b.Users, ", "), verb(len(b.Users), "that user", "those users"))
 }

@@ -275,11 +275,12 @@ func IsReplaced(err error) bool {
 }
 
 // existing keeps the ReplicaSets that a live read shows still exist with the same UID and no
-// deletionTimestamp. A caller whose view may be stale (the controller's caches, audit's
-// snapshot) confirms the owners of an object that has no ReplicaSet owner yet: if every
-// ReplicaSet it adds were already gone, the garbage collector would find only dangling owners
-// and delete the object, although a ReplicaSet the view does not show yet may use it. One
-// list per ReplicaSet, by name (list is in every mode's RBAC, get is not).
+// deletionTimestamp, and whose controller, if they have one, does too (kind, name and UID). A
+// caller whose view may be stale (the controller's caches, audit's snapshot) confirms the
+// owners of an object that has no ReplicaSet owner yet: if every ReplicaSet it adds were
+// already gone, or about to be collected with its deleted workload, the garbage collector
+// would delete the object, although a ReplicaSet the view does not show yet may use it. One
+// list per ReplicaSet and per controller, by name (list is in every mode's RBAC, get is not).
 func (a *Attacher) existing(ctx context.Context, ns string, rss []*appsv1.ReplicaSet) ([]*appsv1.ReplicaSet, error) {
 	var out []*appsv1.ReplicaSet
 	for _, rs := range rss {
@@ -293,12 +294,53 @@ func (a *Attacher) existing(ctx context.Context, ns string, rss []*appsv1.Replic
 			return nil, fmt.Errorf("confirming ReplicaSet %s in namespace %s: %w", rs.Name, ns, err)
 		}
 		for i := range l.Items {
-			if l.Items[i].UID == rs.UID && Live(&l.Items[i]) {
+			if l.Items[i].UID != rs.UID || !Live(&l.Items[i]) {
+				continue
+			}
+			ok, err := a.controllerLive(ctx, ns, &l.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				out = append(out, rs)
 			}
 		}
 	}
 	return out, nil
+}
+
+// controllerLive confirms that the ReplicaSet's controller exists with the UID its reference
+// names and is not being deleted (true without a controller; false for a kind whose
+// existence is not checked, which the users rule has blocked already).
+func (a *Attacher) controllerLive(ctx context.Context, ns string, rs *appsv1.ReplicaSet) (bool, error) {
+	ref := metav1.GetControllerOfNoCopy(rs)
+	if ref == nil {
+		return true, nil
+	}
+	k, ok := checkedKind(ref)
+	if !ok {
+		return false, nil
+	}
+	var items []metav1.PartialObjectMetadata
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
+		if err == nil {
+			items = l.Items
+		}
+		return err
+	})
+	if isNotFound(err) { // the kind is not served: the controller cannot exist
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("confirming %s %s, the controller of ReplicaSet %s, in namespace %s: %w", ref.Kind, ref.Name, rs.Name, ns, err)
+	}
+	for _, it := range items {
+		if it.UID == ref.UID && it.DeletionTimestamp == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Positive reports whether an opt-in selector requires something an object must carry: at

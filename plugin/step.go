@@ -118,7 +118,13 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	}
 	a := &Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
 
-	rss, err := a.ListReplicaSets(ctx, wl)
+	// Every user of an object in the namespace counts (users.go): the Rollout itself is known
+	// to the controller that sent it.
+	usage, err := a.ReadUsage(ctx, ro.Namespace, ControllerRef{Kind: KindRollout, Name: ro.Name, UID: ro.UID, Deleting: ro.DeletionTimestamp != nil})
+	if err != nil {
+		return s.verdict(log, ro, err)
+	}
+	rss, err := usage.Own(wl)
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
@@ -129,7 +135,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	log = log.WithField("replicaset", target.Name)
 	a.Log = log
 
-	req := Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
+	req := Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
 		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {

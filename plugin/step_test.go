@@ -150,8 +150,9 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 			t.Errorf("unexpected %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
-	if lists != 1 || patches != 3 {
-		t.Errorf("lists=%d patches=%d, want 1 and 3", lists, patches)
+	// The namespace's users: ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, Pods.
+	if lists != 6 || patches != 3 {
+		t.Errorf("lists=%d patches=%d, want 6 and 3", lists, patches)
 	}
 	cm, _ := c.CoreV1().ConfigMaps(testNS).Get(t.Context(), "cfg-new", metav1.GetOptions{})
 	if cm.Data["app.yaml"] != "color: blue" || cm.Labels["team"] != "shop" || cm.Annotations["note"] != "keep" {
@@ -266,7 +267,7 @@ func TestRunMissingObjects(t *testing.T) {
 	if rerr.HasError() || res.Phase != types.PhaseFailed {
 		t.Fatalf("%s %v", res.Phase, rerr)
 	}
-	for _, w := range []string{"ConfigMap cfg-gone", "Secret sec-gone", "not found in namespace shop", "attached meanwhile, and correct: ConfigMap cfg-new"} {
+	for _, w := range []string{"ConfigMap cfg-gone", "Secret sec-gone", "not found in namespace shop", "written before the failure, and correct: ConfigMap cfg-new ← web-7f9c2d"} {
 		if !strings.Contains(res.Message, w) {
 			t.Errorf("message %q lacks %q", res.Message, w)
 		}

@@ -30,7 +30,10 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 			res.NotFound = append(res.NotFound, w.Object)
 			continue
 		}
-		if missing := MissingOwners(w.Object, m.Owners, w.ReplicaSets, nil); len(missing) > 0 {
+		if refusal := w.recheck.check(w.Object, m.Labels); refusal != "" {
+			return res, &FailError{refusal}
+		}
+		if missing := withoutOwners(w.ReplicaSets, m.Owners); len(missing) > 0 {
 			res.Added = append(res.Added, Write{Object: w.Object, ReplicaSets: missing, Listed: true})
 		}
 	}
@@ -41,11 +44,13 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 // writeOutcome collects what the patches did.
 type writeOutcome struct {
 	ns           string
+	source       string // what the explicit list is called
 	rbacHint     string
 	added        []Write
 	missing      []Object
 	forbidden    map[Object]string
 	rejected     map[Object]string
+	refused      []string
 	warnings     []string
 	objectErrors []ObjectError
 	transient    error
@@ -72,7 +77,8 @@ func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcom
 			}
 			var err error
 			if w.verify {
-				// A stale view: keep only the ReplicaSets a live read still shows.
+				// A stale view: keep only the ReplicaSets a live read still shows, with their
+				// controllers.
 				if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
 					err = errAllGone
 				}
@@ -98,7 +104,9 @@ func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcom
 	return out
 }
 
-// awaitCreation retries the patch of a listed object that was not found, for Grace.
+// awaitCreation retries the patch of a listed object that was not found, for Grace. An
+// object whose labels a rule needs (w.recheck) is read first, its labels checked and its UID
+// made the patch's precondition: the object patched is the object checked.
 func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error {
 	deadline := time.Now().Add(Grace)
 	var err error
@@ -109,11 +117,30 @@ func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error 
 			return notFound(w.Object) // the last answer was 404; the caller's time is up
 		case <-time.After(wait):
 		}
-		err = a.safePatch(ctx, ns, w)
+		err = a.recheckedPatch(ctx, ns, w)
 		if err == nil || !isNotFound(err) || !time.Now().Before(deadline) {
 			return err
 		}
 	}
+}
+
+// recheckedPatch is the patch of a listed object that appeared after the label check.
+func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error {
+	if w.recheck == nil {
+		return a.safePatch(ctx, ns, w)
+	}
+	m, err := a.getMeta(ctx, ns, w.Object)
+	switch {
+	case err != nil:
+		return err
+	case m == nil:
+		return notFound(w.Object)
+	}
+	if refusal := w.recheck.check(w.Object, m.Labels); refusal != "" {
+		return &FailError{refusal}
+	}
+	w.ObjectUID = m.UID
+	return a.safePatch(ctx, ns, w)
 }
 
 func notFound(o Object) error {
@@ -142,6 +169,8 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 		}
 	case isNotFound(err):
 		o.missing = append(o.missing, w.Object)
+	case IsPermanent(err):
+		o.refused = append(o.refused, err.Error())
 	case isForbidden(err):
 		o.forbidden[w.Object] = apiMessage(err)
 	case isTransient(err):
@@ -178,7 +207,7 @@ func isAllGone(err error) bool { return errors.Is(err, errAllGone) }
 func (o writeOutcome) err() error {
 	var parts []string
 	if len(o.missing) > 0 {
-		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in the step config)", o.ns, joinObjects(o.missing), pronoun(len(o.missing))))
+		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in %s)", o.ns, joinObjects(o.missing), pronoun(len(o.missing)), o.source))
 	}
 	if len(o.forbidden) > 0 {
 		objs := keysOf(o.forbidden)
@@ -187,19 +216,37 @@ func (o writeOutcome) err() error {
 	for _, obj := range keysOf(o.rejected) {
 		parts = append(parts, fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", obj, o.rejected[obj]))
 	}
+	parts = append(parts, o.refused...)
 	if len(parts) > 0 {
-		msg := strings.Join(parts, "; ")
-		var attached []Object
-		for _, w := range o.added {
-			attached = append(attached, w.Object)
-		}
-		if len(attached) > 0 {
-			msg += fmt.Sprintf(" (attached meanwhile, and correct: %s)", joinObjects(attached))
-		}
-		return &FailError{msg}
+		return &FailError{strings.Join(parts, "; ") + o.written()}
 	}
-	return o.transient
+	if o.transient != nil {
+		return &partialError{err: o.transient, written: o.written()}
+	}
+	return nil
 }
+
+// written says what was patched before a failure: the run is not all-or-nothing (each object
+// is its own request), and what went through is correct and stays.
+func (o writeOutcome) written() string {
+	var attached []string
+	for _, w := range o.added {
+		attached = append(attached, fmt.Sprintf("%s ← %s", w.Object, strings.Join(w.Names(), ", ")))
+	}
+	if len(attached) == 0 {
+		return " (nothing was written)"
+	}
+	return fmt.Sprintf(" (written before the failure, and correct: %s)", strings.Join(attached, "; "))
+}
+
+// partialError is a transient failure that says what was written before it.
+type partialError struct {
+	err     error
+	written string
+}
+
+func (e *partialError) Error() string { return e.err.Error() + e.written }
+func (e *partialError) Unwrap() error { return e.err }
 
 func keysOf(m map[Object]string) []Object {
 	out := make([]Object, 0, len(m))

@@ -33,6 +33,9 @@ type Auditor struct {
 	// both). WorkloadsExplicit says they were named: then a missing Rollout CRD is an error.
 	Workloads         []string
 	WorkloadsExplicit bool
+	// Policy is the administrator's (-require-opt-in, -opt-in-selector): Fix writes under it
+	// exactly what the step and the controller would.
+	Policy plugin.Policy
 }
 
 // RBACHint is the example RBAC of audit (and -fix), named in a forbidden write's message.

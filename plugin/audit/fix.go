@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// queueFix records what Fix adds for a classified object: the ReplicaSets that use it
-// without owning it, merged across the namespace's workloads into one candidate per object.
+// queueFix records a classified object that Fix may give owners: one candidate per object,
+// merged across the namespace's workloads. Which ReplicaSets become its owners is the core's
+// to say (every user in the namespace counts), not the workload's that found it.
 func queueFix(additions map[string]map[plugin.Object]*plugin.Candidate, ns string, c classified) {
 	if len(c.missing) == 0 {
 		return
@@ -22,28 +23,22 @@ func queueFix(additions map[string]map[plugin.Object]*plugin.Candidate, ns strin
 		byObj = map[plugin.Object]*plugin.Candidate{}
 		additions[ns] = byObj
 	}
-	add := byObj[c.obj]
-	if add == nil {
+	if byObj[c.obj] == nil {
 		// The snapshot may be seconds old by the time Fix writes: the UID guards against a
-		// recreated object, and an object with no ReplicaSet owner yet has its new owners
-		// confirmed first.
+		// recreated object.
 		m := c.meta
-		add = &plugin.Candidate{Object: c.obj, UID: m.uid, Labels: m.labels, Owners: m.owners, VerifyOwners: !plugin.HasReplicaSetOwner(m.owners)}
-		byObj[c.obj] = add
-	}
-	for _, rs := range c.missing {
-		if !containsRS(add.ReplicaSets, rs.UID) {
-			add.ReplicaSets = append(add.ReplicaSets, rs)
-		}
+		byObj[c.obj] = &plugin.Candidate{Object: c.obj, UID: m.uid, Labels: m.labels, Owners: m.owners}
 	}
 }
 
-// Fix adds the missing owner references the audit found on opted-in and step-named objects
-// through the core's adoption stage ((*plugin.Attacher).Adopt, the one ownership pipeline):
-// one add-only strategic merge patch per object with every ReplicaSet it lacks, live owners
-// only. It never removes or changes an existing reference. What it did is rep.Fix.
+// Fix adds the missing owner references the audit found through the core's one write entry
+// point ((*plugin.Attacher).Reconcile), under the administrator's Policy: what the step or the
+// controller would write for the same objects, and never more. Each namespace's users are
+// read again first (every user counts, whatever controls it); each object gets one add-only
+// strategic merge patch with every live ReplicaSet it lacks. It never removes or changes an
+// existing reference. What it did is rep.Fix.
 func (a *Auditor) Fix(ctx context.Context, rep *Report) {
-	fix := &FixResult{Added: []Addition{}, Errors: []string{}}
+	fix := &FixResult{Added: []Addition{}, Errors: []string{}, Skipped: []string{}}
 	rep.Fix = fix
 	nss := make([]string, 0, len(rep.additions))
 	for ns := range rep.additions {
@@ -55,9 +50,20 @@ func (a *Auditor) Fix(ctx context.Context, rep *Report) {
 		for _, c := range rep.additions[ns] {
 			cands = append(cands, *c)
 		}
-		res, err := a.attacher().Adopt(ctx, ns, cands, plugin.Policy{}, false)
+		users, err := a.attacher().ReadUsage(ctx, ns)
+		if err != nil {
+			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: nothing written: %v", ns, err))
+			continue
+		}
+		res, err := a.attacher().Reconcile(ctx, plugin.Request{Namespace: ns, Users: users, Candidates: cands, Policy: a.Policy})
 		for _, w := range res.Added {
 			fix.Added = append(fix.Added, Addition{Namespace: ns, Kind: w.Object.Kind, Name: w.Object.Name, ReplicaSets: w.Names()})
+		}
+		for _, b := range res.Blocked {
+			fix.Skipped = append(fix.Skipped, fmt.Sprintf("namespace %s: %s", ns, b.Message()))
+		}
+		for _, sk := range res.Skipped {
+			fix.Skipped = append(fix.Skipped, fmt.Sprintf("namespace %s: %s", ns, plugin.SkipMessage(sk)))
 		}
 		for _, warn := range res.Warnings {
 			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %s", ns, warn))

@@ -79,6 +79,9 @@ type FixResult struct {
 	Added []Addition `json:"added"`
 	// Errors are the objects Fix could not patch, one message per namespace.
 	Errors []string `json:"errors"`
+	// Skipped are the objects the core's rules left alone (a user that cannot own them,
+	// a credential, outside --require-opt-in), one message each.
+	Skipped []string `json:"skipped"`
 }
 
 // Addition is one object Fix patched.

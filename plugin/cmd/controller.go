@@ -376,11 +376,14 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Served or not matters with -workloads deployments too: a Rollout's ReplicaSets are users
+	// of shared config whose controllers' existence must be watched.
+	served, err := installed(cfg)
+	if err != nil {
+		return err
+	}
 	if o.rollouts {
-		ok, err := installed(cfg)
-		if err != nil {
-			return err
-		}
+		ok := served
 		switch {
 		case !ok && o.workloadsSet:
 			return errors.New("-workloads names rollouts but the Rollout CRD (rollouts.argoproj.io) is not installed: install Argo Rollouts, or pass -workloads deployments")
@@ -393,7 +396,7 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 	}
 	entry := log.WithField("component", "controller")
 	ccfg := controller.Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.nsList, Selector: o.sel,
-		Rollouts: o.rollouts, Deployments: o.deployments, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun,
+		Rollouts: o.rollouts, Deployments: o.deployments, RolloutsServed: served, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun,
 		Log: entry, Metrics: m, FreeMemoryAfterSync: true}
 	if o.leaderElect {
 		host, _ := os.Hostname()

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,14 +20,23 @@ type cachedReplicaSet struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	// Refs are the ConfigMaps and Secrets the pod template references (plugin.TemplateReferences);
-	// Required those its pods cannot start without (plugin.RequiredReferences). Both empty
-	// when no watched workload controls the ReplicaSet.
-	Refs, Required []plugin.Object
+	// Required those its pods cannot start without (plugin.RequiredReferences); Creds those it
+	// uses only as credentials (plugin.CredentialOnly).
+	Refs, Required, Creds []plugin.Object
+}
+
+func (r *cachedReplicaSet) credentialOnly(o plugin.Object) bool {
+	return slices.Contains(r.Creds, o)
+}
+
+// sortCached orders cached ReplicaSets as plugin.SortReplicaSets does.
+func sortCached(crs []*cachedReplicaSet) {
+	slices.SortFunc(crs, func(x, y *cachedReplicaSet) int { return plugin.OlderFirst(x, y) })
 }
 
 // DeepCopyObject is required by runtime.Object; the cache never modifies its objects.
 func (r *cachedReplicaSet) DeepCopyObject() runtime.Object {
-	out := &cachedReplicaSet{TypeMeta: r.TypeMeta, Refs: append([]plugin.Object(nil), r.Refs...), Required: append([]plugin.Object(nil), r.Required...)}
+	out := &cachedReplicaSet{TypeMeta: r.TypeMeta, Refs: append([]plugin.Object(nil), r.Refs...), Required: append([]plugin.Object(nil), r.Required...), Creds: append([]plugin.Object(nil), r.Creds...)}
 	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
@@ -77,6 +87,8 @@ type cachedObject struct {
 	// carries it as a precondition, and pending references are kept per UID.
 	Owners []types.UID
 	UID    types.UID
+	// Labels are the labels the opt-in selector looks at (opted-in objects only).
+	Labels map[string]string
 }
 
 // GetObjectKind is required by runtime.Object.
@@ -86,6 +98,7 @@ func (o *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyOb
 func (o *cachedObject) DeepCopyObject() runtime.Object {
 	out := *o
 	out.Owners = slices.Clone(o.Owners)
+	out.Labels = maps.Clone(o.Labels)
 	return &out
 }
 

@@ -96,8 +96,13 @@ type Config struct {
 	Namespaces []string
 	// Selector of opted-in objects; it must select something less than everything.
 	Selector labels.Selector
-	// Rollouts and Deployments choose the workload kinds whose ReplicaSets own config.
+	// Rollouts and Deployments choose the workload kinds whose ReplicaSets the controller acts
+	// for. Every user of an object counts all the same: a ReplicaSet of any kind becomes an
+	// owner too.
 	Rollouts, Deployments bool
+	// RolloutsServed: argoproj.io serves Rollouts and Experiments, so their existence is
+	// watched. Without it a ReplicaSet controlled by one is of unknown liveness and blocks.
+	RolloutsServed bool
 	Workers               int
 	// Resync is the interval of the full reconcile (0: only at start).
 	Resync time.Duration
@@ -151,6 +156,22 @@ type pendingOwners struct {
 type scope struct {
 	rs   cache.SharedIndexInformer
 	objs map[plugin.Kind]cache.SharedIndexInformer
+	// workloads are the Deployments, Rollouts and Experiments by kind (users.go), templates
+	// the pod templates that cannot own.
+	workloads map[string]cache.SharedIndexInformer
+	templates []cache.SharedIndexInformer
+}
+
+// informers is every informer of the scope.
+func (sc *scope) informers() []cache.SharedIndexInformer {
+	out := []cache.SharedIndexInformer{sc.rs}
+	for _, inf := range sc.objs {
+		out = append(out, inf)
+	}
+	for _, inf := range sc.workloads {
+		out = append(out, inf)
+	}
+	return append(out, sc.templates...)
 }
 
 // New builds the informers, indexes and queue; nothing talks to the apiserver before Run.

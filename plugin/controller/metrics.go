@@ -23,6 +23,10 @@ type Metrics struct {
 	OwnerReferencesAdded *prometheus.CounterVec
 	// OwnerReferencesWouldAdd counts the references -dry-run would have written.
 	OwnerReferencesWouldAdd *prometheus.CounterVec
+	// Blocked counts reconciles that left an object alone because a user that cannot own it
+	// (a StatefulSet, DaemonSet, Job, CronJob, bare Pod, or a ReplicaSet of an unchecked
+	// controller) also uses it.
+	Blocked *prometheus.CounterVec
 	// Reconciles counts reconciles of one object by result: noop, patched, dry_run, error.
 	Reconciles *prometheus.CounterVec
 	// ReconcileErrors counts failed reconciles by reason (forbidden, invalid, conflict,
@@ -66,8 +70,10 @@ func NewMetrics() *Metrics {
 		Help: "Owner references added to opted-in ConfigMaps and Secrets, by kind of object."}, []string{"kind"})
 	m.OwnerReferencesWouldAdd = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "owner_references_would_add_total",
 		Help: "Owner references -dry-run would have added, by kind of object."}, []string{"kind"})
+	m.Blocked = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "adoptions_blocked_total",
+		Help: "Reconciles that left an opted-in object alone because a user that cannot own it (StatefulSet, DaemonSet, Job, CronJob, bare Pod) also uses it, by kind of object."}, []string{"kind"})
 	m.Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconciles_total",
-		Help: "Reconciles of one object, by result (noop, patched, dry_run, error)."}, []string{"result"})
+		Help: "Reconciles of one object, by result (noop, patched, dry_run, blocked, error)."}, []string{"result"})
 	m.ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconcile_errors_total",
 		Help: "Failed reconciles, by reason (forbidden, invalid, conflict, timeout, throttled, server, transport, other)."}, []string{"reason"})
 	m.Reaction = prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricPrefix + "reaction_seconds",
@@ -95,7 +101,7 @@ func NewMetrics() *Metrics {
 	q.longestRunningProcessor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPrefix + "workqueue_longest_running_processor_seconds",
 		Help: "How long the longest running processor has been running."}, []string{"name"})
 	q.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "workqueue_retries_total", Help: "Retries handled by the work queue."}, []string{"name"})
-	for _, c := range []prometheus.Collector{m.OwnerReferencesAdded, m.OwnerReferencesWouldAdd, m.Reconciles, m.ReconcileErrors, m.Reaction,
+	for _, c := range []prometheus.Collector{m.OwnerReferencesAdded, m.OwnerReferencesWouldAdd, m.Blocked, m.Reconciles, m.ReconcileErrors, m.Reaction,
 		m.Leader, m.Ready, m.Unowned, m.Lost, m.Requests, q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunningProcessor, q.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -20,68 +19,63 @@ import (
 // One reconcile: the ReplicaSets that use an object, the core's Adopt, and how failures are
 // reported.
 
-// replicaSetsOf returns the watched ReplicaSets whose template references k (live or not),
-// oldest first, with their references (as plugin.MissingOwners takes them).
-func (c *Controller) replicaSetsOf(k Key) ([]*appsv1.ReplicaSet, []plugin.References) {
+// watchedUser reports whether a live ReplicaSet of a watched workload kind uses k: only then
+// is the object the controller's candidate (-workloads picks whose ReplicaSets it acts for;
+// every user counts when the core decides the owners).
+func (c *Controller) watchedUser(k Key) bool {
 	sc := c.scopeOf(k.Namespace)
 	if sc == nil {
-		return nil, nil
+		return false
 	}
-	items, err := sc.rs.GetIndexer().ByIndex(byRef, k.String())
-	if err != nil {
-		return nil, nil
-	}
-	crs := make([]*cachedReplicaSet, 0, len(items))
+	items, _ := sc.rs.GetIndexer().ByIndex(byRef, k.String())
 	for _, it := range items {
-		if rs, ok := it.(*cachedReplicaSet); ok {
-			crs = append(crs, rs)
+		if rs, ok := it.(*cachedReplicaSet); ok && rs.DeletionTimestamp == nil && c.workloadOf(rs.OwnerReferences) != nil {
+			return true
 		}
 	}
-	// plugin.SortReplicaSets' order: creationTimestamp, then name.
-	slices.SortFunc(crs, func(x, y *cachedReplicaSet) int { return plugin.OlderFirst(x, y) })
-	rss := make([]*appsv1.ReplicaSet, len(crs))
-	refs := make([]plugin.References, len(crs))
-	for i, r := range crs {
-		rss[i], refs[i] = r.replicaSet(), r.references()
-	}
-	return rss, refs
+	return false
 }
 
-// Reconcile brings one object's owner references in line: every live watched ReplicaSet
-// that references it and is not an owner yet is added, in one patch. Nothing missing, no
-// request. The result says what happened ("noop", "patched", "dry_run").
+// Reconcile brings one object's owner references in line through the core's one write entry
+// point (plugin.Attacher.Reconcile), as every mode does: the object is the candidate, the
+// caches are the namespace's users, the opt-in selector is the policy. Every live ReplicaSet
+// that uses it and whose controller is live gets added in one patch; a user that cannot own it
+// blocks it (a Warning Event, blocked_total); nothing missing, no request. The result says what
+// happened ("noop", "patched", "dry_run", "blocked").
 func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	m := c.object(k)
-	if !c.optedIn(m) {
+	if !c.optedIn(m) || !c.watchedUser(k) {
 		c.reacted(k, false)
 		return "noop", nil
 	}
-	rss, refs := c.replicaSetsOf(k)
-	// The core's adoption stage, as audit -fix runs it: MissingOwners over the ReplicaSets that
-	// reference the object, one add-only patch with the object's UID as a precondition; an
-	// object no ReplicaSet owns yet has its new owners confirmed with a live read first (the
-	// caches may lag, and a deleted ReplicaSet as its only owner would get it collected).
-	cand := plugin.Candidate{Object: k.object(), UID: m.UID, Owners: c.ownersWithPending(k, m),
-		ReplicaSets: rss, Refs: refs, VerifyOwners: !m.RSOwned}
-	missing := plugin.MissingOwners(cand.Object, cand.Owners, rss, refs)
-	if len(missing) == 0 {
-		c.reacted(k, false)
-		return "noop", nil
-	}
-	log := c.log.WithFields(logrus.Fields{"namespace": k.Namespace, "object": k.object().String(), "replicasets": names(missing)})
-	if c.cfg.DryRun {
-		log.Info("dry run: would add the ReplicaSets as owners")
-		c.m.OwnerReferencesWouldAdd.WithLabelValues(string(k.Kind)).Add(float64(len(missing)))
-		c.reacted(k, true)
-		return "dry_run", nil
-	}
+	cand := plugin.Candidate{Object: k.object(), UID: m.UID, Labels: m.Labels, Owners: c.ownersWithPending(k, m), ReplicaSetOwned: m.RSOwned}
+	req := plugin.Request{Namespace: k.Namespace, Users: view{c, k.Namespace}, Candidates: []plugin.Candidate{cand},
+		Policy: plugin.Policy{RequireOptIn: true, OptIn: c.cfg.Selector}, DryRun: c.cfg.DryRun}
+	log := c.log.WithFields(logrus.Fields{"namespace": k.Namespace, "object": k.object().String()})
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
-	// The controller decides candidacy itself (opted in, from its cache): no policy here.
-	res, err := c.attacher.Adopt(rctx, k.Namespace, []plugin.Candidate{cand}, plugin.Policy{}, false)
+	res, err := c.attacher.Reconcile(rctx, req)
 	if err == nil && len(res.Errors) > 0 {
 		err = res.Errors[0].Err
 	}
+	if len(res.Blocked) > 0 {
+		c.blocked(k, res.Blocked[0])
+		c.reacted(k, false)
+		return "blocked", nil
+	}
+	if len(res.Added) == 0 && err == nil {
+		if len(res.Plan.Writes) > 0 {
+			// Every ReplicaSet to add is gone (the cache lagged): its delete event brings us back.
+			log.Info("the ReplicaSets to add no longer exist; nothing written")
+		}
+		c.reacted(k, false)
+		return "noop", nil
+	}
+	var missing []*appsv1.ReplicaSet
+	for _, w := range res.Plan.Writes {
+		missing = append(missing, w.ReplicaSets...)
+	}
+	log = log.WithField("replicasets", names(missing))
 	switch {
 	case err != nil && apierrors.IsNotFound(err):
 		// Deleted since the cache saw it: nothing to own.
@@ -98,11 +92,11 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 			c.warn(k, missing, err)
 		}
 		return "error", fmt.Errorf("adding %s as owners of %s in namespace %s: %w", strings.Join(names(missing), ", "), k.object(), k.Namespace, err)
-	case len(res.Added) == 0:
-		// Every ReplicaSet to add is gone (the cache lagged): its delete event brings us back.
-		log.Info("the ReplicaSets to add no longer exist; nothing written")
-		c.reacted(k, false)
-		return "noop", nil
+	case c.cfg.DryRun:
+		log.Info("dry run: would add the ReplicaSets as owners")
+		c.m.OwnerReferencesWouldAdd.WithLabelValues(string(k.Kind)).Add(float64(len(missing)))
+		c.reacted(k, true)
+		return "dry_run", nil
 	}
 	added := res.Added[0].ReplicaSets
 	c.markPending(k, m.UID, added)
@@ -110,6 +104,32 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	c.reacted(k, true)
 	log.WithField("replicasets", names(added)).Info("added the ReplicaSets as owners")
 	return "patched", nil
+}
+
+// blocked reports an object a user that cannot own it also uses: a Warning Event on each
+// watched workload that uses it, the blocked counter and a log line; nothing is written.
+func (c *Controller) blocked(k Key, b plugin.Blocked) {
+	c.m.Blocked.WithLabelValues(string(k.Kind)).Inc()
+	c.log.WithFields(logrus.Fields{"namespace": k.Namespace, "object": k.object().String(), "users": strings.Join(b.Users, ", ")}).Warn("left alone: " + b.Message())
+	sc := c.scopeOf(k.Namespace)
+	if sc == nil {
+		return
+	}
+	items, _ := sc.rs.GetIndexer().ByIndex(byRef, k.String())
+	done := map[types.UID]bool{}
+	for _, it := range items {
+		rs, ok := it.(*cachedReplicaSet)
+		if !ok {
+			continue
+		}
+		ref := c.workloadOf(rs.OwnerReferences)
+		if ref == nil || done[ref.UID] {
+			continue
+		}
+		done[ref.UID] = true
+		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: rs.Namespace, UID: ref.UID},
+			corev1.EventTypeWarning, "OwnerReferenceBlocked", "%s", b.Message())
+	}
 }
 
 func names(rss []*appsv1.ReplicaSet) []string {

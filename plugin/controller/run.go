@@ -49,8 +49,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	var synced []cache.InformerSynced
 	for _, sc := range c.scopes {
-		synced = append(synced, sc.rs.HasSynced)
-		for _, inf := range sc.objs {
+		for _, inf := range sc.informers() {
 			synced = append(synced, inf.HasSynced)
 		}
 	}
@@ -288,7 +287,7 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 		byNS := map[string][]plugin.GapReplicaSet{}
 		for _, it := range sc.rs.GetIndexer().List() {
 			rs, ok := it.(*cachedReplicaSet)
-			if !ok || len(rs.Refs) == 0 {
+			if !ok || len(rs.Refs) == 0 || c.workloadOf(rs.OwnerReferences) == nil {
 				continue // no watched workload controls it
 			}
 			byNS[rs.Namespace] = append(byNS[rs.Namespace], plugin.GapReplicaSet{Live: rs.DeletionTimestamp == nil, Refs: rs.Refs, Required: rs.Required})

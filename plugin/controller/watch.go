@@ -49,6 +49,9 @@ func (c *Controller) addScope(ns string) error {
 			return fmt.Errorf("%s event handler: %w", kind, err)
 		}
 	}
+	if err := c.addUserCaches(sc, kf, mf); err != nil {
+		return err
+	}
 	c.scopes[ns] = sc
 	c.starters = append(c.starters, kf.Start, mf.Start)
 	return nil
@@ -71,12 +74,10 @@ func (c *Controller) compactReplicaSet(obj any) (any, error) {
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	// ReplicaSets of other controllers are never indexed: their references are not kept (an
-	// adoption is an update event, transformed again).
-	if c.workloadOf(out.OwnerReferences) != nil {
-		out.Refs = objectList(plugin.TemplateReferences(&rs.Spec.Template.Spec))
-		out.Required = objectList(plugin.RequiredReferences(&rs.Spec.Template.Spec))
-	}
+	// Every ReplicaSet is indexed, whatever controls it: every user of an object counts.
+	out.Refs = objectList(plugin.TemplateReferences(&rs.Spec.Template.Spec))
+	out.Required = objectList(plugin.RequiredReferences(&rs.Spec.Template.Spec))
+	out.Creds = objectList(plugin.CredentialOnly(&rs.Spec.Template.Spec))
 	return out, nil
 }
 
@@ -95,6 +96,7 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
 	if out.OptedIn {
 		out.UID = m.UID
+		out.Labels = c.selectorLabels(m.Labels)
 	}
 	if out.OptedIn && len(m.OwnerReferences) > 0 {
 		out.RSOwned = plugin.HasReplicaSetOwner(m.OwnerReferences)
@@ -183,13 +185,26 @@ func (c *Controller) enqueue(k Key, react bool) {
 	c.queue.Add(k)
 }
 
+// selectorLabels keeps the labels the opt-in selector looks at: the core's policy check
+// matches them exactly as it would the whole set.
+func (c *Controller) selectorLabels(l map[string]string) map[string]string {
+	reqs, _ := c.cfg.Selector.Requirements()
+	out := make(map[string]string, len(reqs))
+	for _, r := range reqs {
+		if v, ok := l[r.Key()]; ok {
+			out[r.Key()] = v
+		}
+	}
+	return out
+}
+
 // onReplicaSet queues the opted-in objects a live watched ReplicaSet's template references.
 func (c *Controller) onReplicaSet(obj any, react bool) {
 	rs, ok := obj.(*cachedReplicaSet)
-	if !ok || rs.DeletionTimestamp != nil {
+	if !ok || rs.DeletionTimestamp != nil || c.workloadOf(rs.OwnerReferences) == nil {
 		return
 	}
-	for _, o := range rs.Refs { // empty unless a watched workload controls it
+	for _, o := range rs.Refs {
 		k := Key{rs.Namespace, o.Kind, o.Name}
 		if c.optedIn(c.object(k)) {
 			c.enqueue(k, react)

@@ -5,6 +5,7 @@ package fakemeta
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,32 +13,75 @@ import (
 	"k8s.io/client-go/metadata"
 )
 
-// New serves the metadata client's ConfigMap and Secret calls (Get, List, Patch) from a typed
-// client, so that a unit test keeps one fake clientset — its actions and reactors — for both
-// clients. Production code reads ConfigMaps and Secrets only through the real metadata client;
-// the integration tests check the Accept header of its requests.
-func New(c kubernetes.Interface) metadata.Interface { return kubeMeta{c} }
+// New serves the metadata client's ConfigMap and Secret calls (Get, List, Patch), and the lists
+// of Pods and Deployments, from a typed client, so that a unit test keeps one fake clientset —
+// its actions and reactors — for both clients. Rollouts and Experiments, which a typed
+// Kubernetes client cannot hold, are served from workloads (their TypeMeta.Kind says which);
+// any other resource answers 404, as a resource that is not served does. Production code
+// reads ConfigMaps and Secrets only through the real metadata client; the integration tests
+// check the Accept header of its requests.
+func New(c kubernetes.Interface, workloads ...metav1.PartialObjectMetadata) metadata.Interface {
+	return kubeMeta{c, workloads}
+}
 
-type kubeMeta struct{ c kubernetes.Interface }
+type kubeMeta struct {
+	c         kubernetes.Interface
+	workloads []metav1.PartialObjectMetadata
+}
 
 func (k kubeMeta) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	return kubeMetaGetter{c: k.c, resource: gvr.Resource}
+	return kubeMetaGetter{c: k.c, resource: gvr.Resource, workloads: k.workloads}
 }
 
 type kubeMetaGetter struct {
 	metadata.ResourceInterface // cluster-scoped calls: unused
 	c                          kubernetes.Interface
 	resource                   string
+	workloads                  []metav1.PartialObjectMetadata
 }
 
 func (g kubeMetaGetter) Namespace(ns string) metadata.ResourceInterface {
-	return kubeMetaResource{c: g.c, resource: g.resource, ns: ns}
+	return kubeMetaResource{c: g.c, resource: g.resource, ns: ns, workloads: g.workloads}
 }
 
 type kubeMetaResource struct {
 	metadata.ResourceInterface // unused methods
 	c                          kubernetes.Interface
 	resource, ns               string
+	workloads                  []metav1.PartialObjectMetadata
+}
+
+// listOther serves the lists of Pods, Deployments, Rollouts and Experiments.
+func (r kubeMetaResource) listOther(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	out := &metav1.PartialObjectMetadataList{}
+	switch r.resource {
+	case "pods":
+		l, err := r.c.CoreV1().Pods(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("Pod", it.ObjectMeta))
+		}
+	case "deployments":
+		l, err := r.c.AppsV1().Deployments(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("Deployment", it.ObjectMeta))
+		}
+	case "rollouts", "experiments":
+		kind := map[string]string{"rollouts": "Rollout", "experiments": "Experiment"}[r.resource]
+		for _, w := range r.workloads {
+			if w.Kind == kind && w.Namespace == r.ns {
+				out.Items = append(out.Items, w)
+			}
+		}
+	default:
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: r.resource}, "")
+	}
+	return out, nil
 }
 
 func partial(kind string, m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
@@ -60,6 +104,9 @@ func (r kubeMetaResource) Get(ctx context.Context, name string, opts metav1.GetO
 }
 
 func (r kubeMetaResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	if r.resource != "secrets" && r.resource != "configmaps" {
+		return r.listOther(ctx, opts)
+	}
 	out := &metav1.PartialObjectMetadataList{}
 	if r.resource == "secrets" {
 		l, err := r.c.CoreV1().Secrets(r.ns).List(ctx, opts)

@@ -1,0 +1,212 @@
+package controller
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// Every user counts (plugin/users.go): the caches that tell the core who else uses an object
+// in its namespace — the workloads whose existence decides whether their ReplicaSets may own
+// (Deployments, Rollouts, Experiments, metadata only), and the pod templates that cannot own
+// (StatefulSets, DaemonSets, Jobs, CronJobs, and Pods no ReplicaSet, StatefulSet, DaemonSet or
+// Job controls), kept as their references alone.
+
+// workloadKinds are the controller kinds whose existence is watched, with their resources.
+var workloadKinds = []struct {
+	kind string
+	gvr  schema.GroupVersionResource
+	crd  bool // served only with Argo Rollouts installed
+}{
+	{plugin.KindDeployment, appsv1.SchemeGroupVersion.WithResource("deployments"), false},
+	{plugin.KindRollout, schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}, true},
+	{"Experiment", schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "experiments"}, true},
+}
+
+// cachedTemplate is what the template caches keep of a StatefulSet, DaemonSet, Job, CronJob or
+// bare Pod: its identity and the objects its pod template references (none for a Pod that a
+// templated controller covers).
+type cachedTemplate struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Kind string
+	Refs []plugin.Object
+}
+
+// DeepCopyObject is required by runtime.Object; the cache never modifies its objects.
+func (t *cachedTemplate) DeepCopyObject() runtime.Object {
+	out := &cachedTemplate{TypeMeta: t.TypeMeta, Kind: t.Kind, Refs: append([]plugin.Object(nil), t.Refs...)}
+	t.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return out
+}
+
+// compactTemplate is the template caches' transform.
+func compactTemplate(obj any) (any, error) {
+	var kind string
+	var meta metav1.ObjectMeta
+	var spec *corev1.PodSpec
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		kind, meta, spec = "StatefulSet", o.ObjectMeta, &o.Spec.Template.Spec
+	case *appsv1.DaemonSet:
+		kind, meta, spec = "DaemonSet", o.ObjectMeta, &o.Spec.Template.Spec
+	case *batchv1.Job:
+		kind, meta, spec = "Job", o.ObjectMeta, &o.Spec.Template.Spec
+	case *batchv1.CronJob:
+		kind, meta, spec = "CronJob", o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
+	case *corev1.Pod:
+		kind, meta = "Pod", o.ObjectMeta
+		if !templatedPod(metav1.GetControllerOfNoCopy(o)) {
+			spec = &o.Spec
+		}
+	default:
+		return obj, nil // already compact, or a tombstone
+	}
+	out := &cachedTemplate{Kind: kind, ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID, ResourceVersion: meta.ResourceVersion}}
+	if spec != nil {
+		out.Refs = objectList(plugin.TemplateReferences(spec))
+	}
+	return out, nil
+}
+
+// templatedPod: a Pod with this controller is covered by its controller's template.
+func templatedPod(ref *metav1.OwnerReference) bool {
+	if ref == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	return gv.Group == "apps" && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet") ||
+		gv.Group == "batch" && ref.Kind == "Job"
+}
+
+func templateIndex(obj any) ([]string, error) {
+	t, ok := obj.(*cachedTemplate)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, len(t.Refs))
+	for i, o := range t.Refs {
+		keys[i] = Key{t.Namespace, o.Kind, o.Name}.String()
+	}
+	return keys, nil
+}
+
+// compactWorkload is the workload caches' transform: name, UID, resourceVersion and whether
+// it is being deleted.
+func compactWorkload(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID, Deleting: m.DeletionTimestamp != nil}, nil
+}
+
+// addUserCaches adds the workload and template caches to a scope.
+func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory) error {
+	sc.workloads = map[string]cache.SharedIndexInformer{}
+	for _, w := range workloadKinds {
+		if w.crd && !c.cfg.RolloutsServed {
+			continue // not served: its ReplicaSets' controllers are unknown, and block
+		}
+		inf := mf.ForResource(w.gvr).Informer()
+		if err := inf.SetTransform(compactWorkload); err != nil {
+			return fmt.Errorf("%s informer transform: %w", w.kind, err)
+		}
+		sc.workloads[w.kind] = inf
+	}
+	sc.templates = []cache.SharedIndexInformer{
+		kf.Apps().V1().StatefulSets().Informer(), kf.Apps().V1().DaemonSets().Informer(),
+		kf.Batch().V1().Jobs().Informer(), kf.Batch().V1().CronJobs().Informer(), kf.Core().V1().Pods().Informer(),
+	}
+	for _, inf := range sc.templates {
+		if err := inf.SetTransform(compactTemplate); err != nil {
+			return fmt.Errorf("template informer transform: %w", err)
+		}
+		if err := inf.AddIndexers(cache.Indexers{byRef: templateIndex}); err != nil {
+			return fmt.Errorf("template indexes: %w", err)
+		}
+	}
+	return nil
+}
+
+// view is the core's UserView of one namespace, from the caches (stale by nature: the core
+// confirms a first ReplicaSet owner live).
+type view struct {
+	c  *Controller
+	ns string
+}
+
+func (v view) Stale() bool { return true }
+
+// UsersOf implements plugin.UserView.
+func (v view) UsersOf(o plugin.Object) plugin.Users {
+	var u plugin.Users
+	sc := v.c.scopeOf(v.ns)
+	if sc == nil {
+		return u
+	}
+	k := Key{v.ns, o.Kind, o.Name}.String()
+	items, _ := sc.rs.GetIndexer().ByIndex(byRef, k)
+	crs := make([]*cachedReplicaSet, 0, len(items))
+	for _, it := range items {
+		if rs, ok := it.(*cachedReplicaSet); ok {
+			crs = append(crs, rs)
+		}
+	}
+	sortCached(crs)
+	for _, rs := range crs {
+		u.ReplicaSets = append(u.ReplicaSets, plugin.ReplicaSetUser{ReplicaSet: rs.replicaSet(), Controller: v.c.controllerState(sc, rs), CredentialOnly: rs.credentialOnly(o)})
+	}
+	for _, inf := range sc.templates {
+		items, _ := inf.GetIndexer().ByIndex(byRef, k)
+		for _, it := range items {
+			if t, ok := it.(*cachedTemplate); ok {
+				u.Others = append(u.Others, plugin.OtherUser{Kind: t.Kind, Name: t.Name})
+			}
+		}
+	}
+	return u
+}
+
+// controllerState is what the workload caches say of the ReplicaSet's controller.
+func (c *Controller) controllerState(sc *scope, rs *cachedReplicaSet) plugin.ControllerState {
+	if len(rs.OwnerReferences) == 0 {
+		return plugin.ControllerNone
+	}
+	ref := rs.OwnerReferences[0]
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return plugin.ControllerUnknown
+	}
+	for _, w := range workloadKinds {
+		if w.kind != ref.Kind || w.gvr.Group != gv.Group {
+			continue
+		}
+		inf := sc.workloads[w.kind]
+		if inf == nil {
+			return plugin.ControllerUnknown
+		}
+		item, ok, err := inf.GetIndexer().GetByKey(rs.Namespace + "/" + ref.Name)
+		if err != nil {
+			return plugin.ControllerUnknown
+		}
+		if m, _ := item.(*cachedObject); ok && m != nil && m.UID == ref.UID && !m.Deleting {
+			return plugin.ControllerLive
+		}
+		return plugin.ControllerGone
+	}
+	return plugin.ControllerUnknown
+}

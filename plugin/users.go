@@ -1,0 +1,463 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Who uses an object: the rule "every user counts". Before an object gets an owner, every
+// user of it in the namespace is known: every live ReplicaSet whose template references it
+// becomes an owner, whatever controls it, unless its controller is gone (the garbage
+// collector deletes such a ReplicaSet, and an object it alone owned with it); a pod template
+// that cannot own it (a StatefulSet, DaemonSet, Job, CronJob or a Pod no ReplicaSet controls,
+// or a ReplicaSet whose controller's existence cannot be confirmed) blocks its adoption.
+
+// ControllerState is what is known of a ReplicaSet's controller.
+type ControllerState int
+
+const (
+	// ControllerNone: the ReplicaSet has no controller (created by hand, or orphaned with
+	// --cascade=orphan). It runs its pods for as long as it exists, so it can own.
+	ControllerNone ControllerState = iota
+	// ControllerLive: the controller exists with the UID the reference names and is not
+	// being deleted.
+	ControllerLive
+	// ControllerGone: the controller is absent, has another UID (deleted and re-created) or
+	// is being deleted. The garbage collector deletes the ReplicaSet: it never becomes an
+	// owner, and it does not keep an object alive.
+	ControllerGone
+	// ControllerUnknown: a kind whose existence configmap-attacher does not check. Such a
+	// ReplicaSet blocks adoption: an owner reference to it could be a reference to the dead.
+	ControllerUnknown
+)
+
+// ReplicaSetUser is a ReplicaSet whose pod template references the object.
+type ReplicaSetUser struct {
+	ReplicaSet *appsv1.ReplicaSet
+	Controller ControllerState
+	// CredentialOnly: the template uses the object only as a credential (CredentialOnly).
+	CredentialOnly bool
+}
+
+// OtherUser is a pod template that references the object and cannot own it, e.g.
+// "StatefulSet cache".
+type OtherUser struct {
+	Kind, Name string
+}
+
+func (u OtherUser) String() string { return u.Kind + " " + u.Name }
+
+// Users are every user of one object in its namespace.
+type Users struct {
+	ReplicaSets []ReplicaSetUser
+	Others      []OtherUser
+}
+
+// UserView answers who uses an object in one namespace: a NamespaceUsage read for the run
+// (the step, the Job, audit) or the controller's caches.
+type UserView interface {
+	UsersOf(o Object) Users
+	// Stale reports whether the view may lag the apiserver (caches, a snapshot written to
+	// later): a ReplicaSet that would become an object's first ReplicaSet owner is then
+	// confirmed live, with its controller, before the write.
+	Stale() bool
+}
+
+// ownersOf applies the rule to an object's users: the owners are the live ReplicaSets whose
+// controller is live (or that have none); the blockers are the users that cannot own it, named
+// for messages.
+func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
+	for _, r := range u.ReplicaSets {
+		if !Live(r.ReplicaSet) {
+			continue
+		}
+		switch r.Controller {
+		case ControllerGone:
+			continue
+		case ControllerUnknown:
+			ref := metav1.GetControllerOfNoCopy(r.ReplicaSet)
+			blockers = append(blockers, fmt.Sprintf("ReplicaSet %s (controlled by %s %s, whose existence configmap-attacher does not check)", r.ReplicaSet.Name, ref.Kind, ref.Name))
+			continue
+		}
+		owners = append(owners, r)
+	}
+	for _, o := range u.Others {
+		blockers = append(blockers, o.String())
+	}
+	return owners, blockers
+}
+
+// controllerKind is a controller kind whose existence is checked: its API resource.
+type controllerKind struct {
+	group, kind string
+	gvr         schema.GroupVersionResource
+}
+
+// checkedControllers are the ReplicaSet controllers whose existence is confirmed: Deployments,
+// Rollouts and Experiments (Argo Rollouts' Experiments run ReplicaSets of their own).
+var checkedControllers = []controllerKind{
+	{"apps", KindDeployment, appsv1.SchemeGroupVersion.WithResource("deployments")},
+	{"argoproj.io", KindRollout, schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}},
+	{"argoproj.io", "Experiment", schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "experiments"}},
+}
+
+func checkedKind(ref *metav1.OwnerReference) (controllerKind, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return controllerKind{}, false
+	}
+	for _, k := range checkedControllers {
+		if k.group == gv.Group && k.kind == ref.Kind {
+			return k, true
+		}
+	}
+	return controllerKind{}, false
+}
+
+// ControllerRef identifies a workload whose liveness is known: kind, name, UID, and whether
+// it is being deleted.
+type ControllerRef struct {
+	Kind, Name string
+	UID        types.UID
+	Deleting   bool
+}
+
+// template is a pod template that cannot own: its references.
+type template struct {
+	user OtherUser
+	refs References
+}
+
+// NamespaceUsage is one namespace's users, read for one run (ReadUsage) or assembled from
+// lists a caller already made (NewUsage).
+type NamespaceUsage struct {
+	Namespace string
+	// ReplicaSets are every ReplicaSet of the namespace, oldest first.
+	ReplicaSets []*appsv1.ReplicaSet
+	refs        []References
+	creds       []References
+	controllers []ControllerState
+	templates   []template
+	stale       bool
+}
+
+// UsageInput is what NewUsage assembles a NamespaceUsage from.
+type UsageInput struct {
+	ReplicaSets []appsv1.ReplicaSet
+	// Controllers are the workloads of the checked kinds that exist (ListedKinds says which
+	// kinds were listed in full: a ReplicaSet controlled by another workload of such a kind
+	// has a ControllerGone controller; of a kind not listed, ControllerUnknown).
+	Controllers []ControllerRef
+	ListedKinds []string
+	// Pod templates that cannot own.
+	StatefulSets []appsv1.StatefulSet
+	DaemonSets   []appsv1.DaemonSet
+	Jobs         []batchv1.Job
+	CronJobs     []batchv1.CronJob
+	// BarePods are the Pods that no ReplicaSet, StatefulSet, DaemonSet or Job controls.
+	BarePods []corev1.Pod
+	// Stale: see UserView.Stale.
+	Stale bool
+}
+
+// NewUsage assembles a namespace's users.
+func NewUsage(ns string, in UsageInput) *NamespaceUsage {
+	u := &NamespaceUsage{Namespace: ns, stale: in.Stale}
+	for i := range in.ReplicaSets {
+		u.ReplicaSets = append(u.ReplicaSets, &in.ReplicaSets[i])
+	}
+	SortReplicaSets(u.ReplicaSets)
+	live := map[string]ControllerRef{}
+	for _, c := range in.Controllers {
+		live[c.Kind+"/"+c.Name] = c
+	}
+	for _, rs := range u.ReplicaSets {
+		spec := &rs.Spec.Template.Spec
+		u.refs = append(u.refs, TemplateReferences(spec))
+		u.creds = append(u.creds, CredentialOnly(spec))
+		u.controllers = append(u.controllers, controllerState(rs, live, in.ListedKinds))
+	}
+	add := func(kind, name string, spec *corev1.PodSpec) {
+		u.templates = append(u.templates, template{OtherUser{kind, name}, TemplateReferences(spec)})
+	}
+	for i := range in.StatefulSets {
+		add("StatefulSet", in.StatefulSets[i].Name, &in.StatefulSets[i].Spec.Template.Spec)
+	}
+	for i := range in.DaemonSets {
+		add("DaemonSet", in.DaemonSets[i].Name, &in.DaemonSets[i].Spec.Template.Spec)
+	}
+	for i := range in.Jobs {
+		add("Job", in.Jobs[i].Name, &in.Jobs[i].Spec.Template.Spec)
+	}
+	for i := range in.CronJobs {
+		add("CronJob", in.CronJobs[i].Name, &in.CronJobs[i].Spec.JobTemplate.Spec.Template.Spec)
+	}
+	for i := range in.BarePods {
+		add("Pod", in.BarePods[i].Name, &in.BarePods[i].Spec)
+	}
+	return u
+}
+
+// controllerState classifies a ReplicaSet's controller against the workloads that exist.
+func controllerState(rs *appsv1.ReplicaSet, live map[string]ControllerRef, listed []string) ControllerState {
+	ref := metav1.GetControllerOfNoCopy(rs)
+	if ref == nil {
+		return ControllerNone
+	}
+	k, ok := checkedKind(ref)
+	if !ok {
+		return ControllerUnknown
+	}
+	c, found := live[k.kind+"/"+ref.Name]
+	switch {
+	case found && c.UID == ref.UID && !c.Deleting:
+		return ControllerLive
+	case found, slices.Contains(listed, k.kind):
+		return ControllerGone
+	}
+	return ControllerUnknown
+}
+
+// UsersOf implements UserView.
+func (u *NamespaceUsage) UsersOf(o Object) Users {
+	var out Users
+	for i, rs := range u.ReplicaSets {
+		if u.refs[i].Has(o) {
+			out.ReplicaSets = append(out.ReplicaSets, ReplicaSetUser{ReplicaSet: rs, Controller: u.controllers[i], CredentialOnly: u.creds[i].Has(o)})
+		}
+	}
+	for _, t := range u.templates {
+		if t.refs.Has(o) {
+			out.Others = append(out.Others, t.user)
+		}
+	}
+	return out
+}
+
+// Stale implements UserView.
+func (u *NamespaceUsage) Stale() bool { return u.stale }
+
+// Own returns the workload's ReplicaSets among the namespace's (its selector and controller
+// UID, oldest first), as ListReplicaSets would.
+func (u *NamespaceUsage) Own(w Workload) ([]*appsv1.ReplicaSet, error) {
+	items := make([]appsv1.ReplicaSet, len(u.ReplicaSets))
+	for i, rs := range u.ReplicaSets {
+		items[i] = *rs
+	}
+	own, err := OwnReplicaSets(items, w)
+	if err != nil {
+		return nil, err
+	}
+	// Hand out the usage's own pointers: callers compare ReplicaSets by identity.
+	byUID := map[types.UID]*appsv1.ReplicaSet{}
+	for _, rs := range u.ReplicaSets {
+		byUID[rs.UID] = rs
+	}
+	for i, rs := range own {
+		own[i] = byUID[rs.UID]
+	}
+	return own, nil
+}
+
+// ReadUsage reads a namespace's users for one run: every ReplicaSet; the Deployments, Rollouts
+// and Experiments that control some of them (metadata only, and only the kinds that do, other
+// than the known workloads); every StatefulSet, DaemonSet, Job and CronJob; the Pods' metadata,
+// and the pod spec of each Pod no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
+// forbidden list is a *FailError naming the grant: without it not every user is known.
+func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
+	var in UsageInput
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	list := func(what string, f func(context.Context) error) {
+		g.Go(func() error {
+			if err := a.call(gctx, f); err != nil {
+				return a.usageError(err, what, ns)
+			}
+			return nil
+		})
+	}
+	list("statefulsets.apps", func(ctx context.Context) error {
+		l, err := a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.StatefulSets = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("daemonsets.apps", func(ctx context.Context) error {
+		l, err := a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.DaemonSets = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("jobs.batch", func(ctx context.Context) error {
+		l, err := a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.Jobs = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("cronjobs.batch", func(ctx context.Context) error {
+		l, err := a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.CronJobs = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	g.Go(func() error {
+		pods, err := a.barePods(gctx, ns)
+		mu.Lock()
+		in.BarePods = pods
+		mu.Unlock()
+		return err
+	})
+	g.Go(func() error {
+		var rss []appsv1.ReplicaSet
+		err := a.call(gctx, func(ctx context.Context) error {
+			l, err := a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				rss = l.Items
+			}
+			return err
+		})
+		if err != nil {
+			return a.usageError(err, "replicasets.apps", ns)
+		}
+		ctrls, listed, err := a.controllersOf(gctx, ns, rss, known)
+		mu.Lock()
+		in.ReplicaSets, in.Controllers, in.ListedKinds = rss, ctrls, listed
+		mu.Unlock()
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return NewUsage(ns, in), nil
+}
+
+// controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet
+// other than the known workloads. A kind whose resource is not served (the Rollout CRD not
+// installed) has no workloads: listed, and empty.
+func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
+	out := append([]ControllerRef(nil), known...)
+	isKnown := map[types.UID]bool{}
+	for _, k := range known {
+		isKnown[k.UID] = true
+	}
+	need := map[string]controllerKind{}
+	for i := range rss {
+		ref := metav1.GetControllerOfNoCopy(&rss[i])
+		if ref == nil || isKnown[ref.UID] {
+			continue
+		}
+		if k, ok := checkedKind(ref); ok {
+			need[k.kind] = k
+		}
+	}
+	var listed []string
+	for _, k := range checkedControllers {
+		if _, ok := need[k.kind]; !ok {
+			continue
+		}
+		var items []metav1.PartialObjectMetadata
+		err := a.call(ctx, func(ctx context.Context) error {
+			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				items = l.Items
+			}
+			return err
+		})
+		switch {
+		case isNotFound(err): // the kind is not served: none exist
+		case err != nil:
+			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
+		}
+		listed = append(listed, k.kind)
+		for _, it := range items {
+			out = append(out, ControllerRef{Kind: k.kind, Name: it.Name, UID: it.UID, Deleting: it.DeletionTimestamp != nil})
+		}
+	}
+	return out, listed, nil
+}
+
+// barePods reads the Pods' metadata and the spec of each Pod that no ReplicaSet, StatefulSet,
+// DaemonSet or Job controls (the templates of those are read already): a bare Pod, or one of
+// a controller that configmap-attacher does not read.
+func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error) {
+	var items []metav1.PartialObjectMetadata
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			items = l.Items
+		}
+		return err
+	})
+	if err != nil {
+		return nil, a.usageError(err, "pods", ns)
+	}
+	var out []corev1.Pod
+	for i := range items {
+		if templated(metav1.GetControllerOfNoCopy(&items[i])) {
+			continue
+		}
+		var p *corev1.Pod
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			p, err = a.Client.CoreV1().Pods(ns).Get(ctx, items[i].Name, metav1.GetOptions{})
+			return err
+		})
+		switch {
+		case isNotFound(err): // gone since the list
+		case err != nil:
+			return nil, a.usageError(err, "pods", ns)
+		default:
+			out = append(out, *p)
+		}
+	}
+	return out, nil
+}
+
+// templated: a Pod with this controller is covered by the controller's template.
+func templated(ref *metav1.OwnerReference) bool {
+	if ref == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	switch {
+	case gv.Group == "apps" && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet"):
+		return true
+	case gv.Group == "batch" && ref.Kind == "Job":
+		return true
+	}
+	return false
+}
+
+func (a *Attacher) usageError(err error, resource, ns string) error {
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to list %s in namespace %s (%s): configmap-attacher adds an owner only when it knows every user of the object in the namespace; grant list on %s, see %s",
+			resource, ns, apiMessage(err), resource, a.rbacHint())}
+	}
+	return fmt.Errorf("listing %s in namespace %s (to find every user of the objects): %w", resource, ns, err)
+}
