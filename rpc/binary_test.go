@@ -142,6 +142,10 @@ func (f *fakeAPIServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			Items:    []appsv1.ReplicaSet{*testReplicaSet()},
 		})
 		return
+	case r.Method == http.MethodGet && emptyLists[r.URL.Path] != "":
+		// The namespace's other users of config (none here): every user counts.
+		reply(http.StatusOK, map[string]any{"apiVersion": listAPIVersion(r.URL.Path), "kind": emptyLists[r.URL.Path], "metadata": map[string]any{"resourceVersion": "100"}, "items": []any{}})
+		return
 	case r.Method == http.MethodPatch && f.objects[r.URL.Path] != nil:
 		var patch struct {
 			Metadata struct {
@@ -173,6 +177,25 @@ func (f *fakeAPIServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	reply(http.StatusNotFound, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
 		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 		Message: fmt.Sprintf("fake apiserver: no route for %s %s", r.Method, r.URL.Path)})
+}
+
+// emptyLists are the lists of the namespace's users the step reads besides its ReplicaSets.
+var emptyLists = map[string]string{
+	"/apis/apps/v1/namespaces/" + testNS + "/statefulsets": "StatefulSetList",
+	"/apis/apps/v1/namespaces/" + testNS + "/daemonsets":   "DaemonSetList",
+	"/apis/batch/v1/namespaces/" + testNS + "/jobs":        "JobList",
+	"/apis/batch/v1/namespaces/" + testNS + "/cronjobs":    "CronJobList",
+	"/api/v1/namespaces/" + testNS + "/pods":               "PartialObjectMetadataList",
+}
+
+func listAPIVersion(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/apis/apps/"):
+		return "apps/v1"
+	case strings.HasPrefix(path, "/apis/batch/"):
+		return "batch/v1"
+	}
+	return "meta.k8s.io/v1"
 }
 
 func writeKubeconfig(t *testing.T, server string) string {
@@ -266,7 +289,7 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	var reqs []apiRequest
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		reqs = api.requests()
-		if len(reqs) >= 4 || time.Now().After(deadline) {
+		if len(reqs) >= 9 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -276,7 +299,12 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
+		"GET /api/v1/namespaces/" + testNS + "/pods",
+		"GET /apis/apps/v1/namespaces/" + testNS + "/daemonsets",
 		"GET /apis/apps/v1/namespaces/" + testNS + "/replicasets",
+		"GET /apis/apps/v1/namespaces/" + testNS + "/statefulsets",
+		"GET /apis/batch/v1/namespaces/" + testNS + "/cronjobs",
+		"GET /apis/batch/v1/namespaces/" + testNS + "/jobs",
 		"PATCH /api/v1/namespaces/" + testNS + "/configmaps/" + cmName,
 		"PATCH /api/v1/namespaces/" + testNS + "/secrets/" + secretName,
 		// The Normal ConfigAttached event on the Rollout.

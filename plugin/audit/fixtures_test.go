@@ -42,7 +42,7 @@ const (
 
 // clientsOf serves the typed and the metadata client from one typed fake.
 func clientsOf(c kubernetes.Interface, ro rolloutsclient.Interface) plugin.Clients {
-	return plugin.Clients{Kube: c, Meta: fakemeta.New(c), Rollouts: ro}
+	return plugin.Clients{Kube: c, Meta: fakemeta.WithRollouts(c, ro), Rollouts: ro}
 }
 
 func owners(t *testing.T, c kubernetes.Interface, kind plugin.Kind, name string) []metav1.OwnerReference {

@@ -33,7 +33,7 @@ func runAuditCmd(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Inte
 	var out, errb bytes.Buffer
 	c := &Audit{Stdout: &out, Stderr: &errb,
 		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
-			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube), Rollouts: ro}, nil
+			return plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
 		}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()

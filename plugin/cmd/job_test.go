@@ -25,7 +25,7 @@ func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
 		Getenv: func(k string) string { return map[string]string{"JOB_NAME": "attach-web"}[k] },
 		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
-			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube), Rollouts: ro}, nil
+			return plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
 		}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()

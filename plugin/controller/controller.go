@@ -103,7 +103,7 @@ type Config struct {
 	// RolloutsServed: argoproj.io serves Rollouts and Experiments, so their existence is
 	// watched. Without it a ReplicaSet controlled by one is of unknown liveness and blocks.
 	RolloutsServed bool
-	Workers               int
+	Workers        int
 	// Resync is the interval of the full reconcile (0: only at start).
 	Resync time.Duration
 	// GaugeInterval is how often the unowned and lost gauges are recomputed from the caches.

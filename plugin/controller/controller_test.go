@@ -62,6 +62,13 @@ func rs(name, kind string, s corev1.PodSpec) *appsv1.ReplicaSet {
 	}
 }
 
+// liveWorkload is the metadata of the workload rs(…, kind, …) names as controller.
+func liveWorkload(kind string) *metav1.PartialObjectMetadata {
+	ref := metav1.GetControllerOf(rs("x", kind, corev1.PodSpec{}))
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ns, UID: ref.UID}}
+}
+
 func meta(kind, name string, labels map[string]string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Labels: labels, OwnerReferences: owners,
@@ -98,6 +105,14 @@ func start(t *testing.T, cfg Config, rss []*appsv1.ReplicaSet, objs ...*metav1.P
 	for _, o := range objs {
 		mobjs = append(mobjs, o)
 	}
+	// The workloads that control rs's ReplicaSets exist (every user counts: a ReplicaSet whose
+	// controller is gone never becomes an owner).
+	for _, kind := range []string{"Rollout", "Deployment"} {
+		if h := liveWorkload(kind); h != nil {
+			mobjs = append(mobjs, h)
+		}
+	}
+	cfg.RolloutsServed = true
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
 	cfg.Kube, cfg.Meta, cfg.Metrics, cfg.Events = h.kube, h.md, h.m, h.events
@@ -202,20 +217,22 @@ func equal(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// Start-up reconcile: one patch per opted-in object, carrying every live watched ReplicaSet
-// that uses it and lacks its reference; unlabelled objects, ReplicaSets being deleted and
-// ReplicaSets of other controllers are left alone; an object already owned costs nothing.
+// Start-up reconcile: one patch per opted-in object, carrying every live ReplicaSet that uses
+// it and lacks its reference; unlabelled objects and ReplicaSets being deleted are left alone;
+// an object already owned costs nothing; an object that a ReplicaSet of a controller kind whose
+// existence is not checked also uses is blocked (an Event, adoptions_blocked_total).
 func TestReconcileAtStart(t *testing.T) {
-	old := rs("web-old", "Rollout", spec([]string{"shared", "plain"}, []string{"sec-1"}))
+	old := rs("web-old", "Rollout", spec([]string{"shared", "plain", "odd"}, []string{"sec-1"}))
 	cur := rs("web-new", "Rollout", spec([]string{"shared", "new"}, nil))
 	dep := rs("api-1", "Deployment", spec([]string{"shared"}, nil))
 	gone := rs("web-gone", "Rollout", spec([]string{"shared"}, nil))
 	gone.DeletionTimestamp = ptr(metav1.Now())
-	other := rs("sts-1", "StatefulSet", spec([]string{"shared"}, nil))
+	other := rs("sts-1", "StatefulSet", spec([]string{"odd"}, nil)) // example.com/v1 StatefulSet: not checked
 	h := start(t, Config{}, []*appsv1.ReplicaSet{old, cur, dep, gone, other},
 		meta("ConfigMap", "shared", optIn),
 		meta("ConfigMap", "plain", nil),               // not opted in
 		meta("ConfigMap", "new", optIn, ownerOf(cur)), // nothing missing
+		meta("ConfigMap", "odd", optIn),               // blocked by sts-1
 		meta("Secret", "sec-1", optIn))
 	h.settle()
 	equal(t, "patches", h.patches(), []string{
@@ -225,17 +242,24 @@ func TestReconcileAtStart(t *testing.T) {
 	if got := value(h.m.OwnerReferencesAdded.WithLabelValues("ConfigMap")); got != 3 {
 		t.Errorf("owner_references_added_total{ConfigMap} = %v, want 3", got)
 	}
+	if got := value(h.m.Blocked.WithLabelValues("ConfigMap")); got < 1 {
+		t.Errorf("adoptions_blocked_total{ConfigMap} = %v, want at least 1 (odd)", got)
+	}
 	if got := value(h.m.Leader); got != 1 {
 		t.Errorf("leader = %v", got)
 	}
 }
 
+// TestWorkloadKinds: -workloads picks whose ReplicaSets the controller acts for (an object only
+// a Deployment uses is left to others with -workloads rollouts), but every user counts: an
+// object a Rollout and a Deployment share gets both as owners, or a change to the Rollout's
+// history alone would get it collected under the Deployment's pods.
 func TestWorkloadKinds(t *testing.T) {
 	ro := rs("web-1", "Rollout", spec([]string{"a"}, nil))
-	dep := rs("api-1", "Deployment", spec([]string{"a"}, nil))
-	h := start(t, Config{Rollouts: true}, []*appsv1.ReplicaSet{ro, dep}, meta("ConfigMap", "a", optIn))
+	dep := rs("api-1", "Deployment", spec([]string{"a", "b"}, nil))
+	h := start(t, Config{Rollouts: true}, []*appsv1.ReplicaSet{ro, dep}, meta("ConfigMap", "a", optIn), meta("ConfigMap", "b", optIn))
 	h.settle()
-	equal(t, "patches with -workloads rollouts", h.patches(), []string{"ConfigMap/a: web-1"})
+	equal(t, "patches with -workloads rollouts", h.patches(), []string{"ConfigMap/a: api-1,web-1"})
 }
 
 // Events: a new ReplicaSet enqueues the objects it references; an object created after its
@@ -443,10 +467,10 @@ func TestTransforms(t *testing.T) {
 	if again != cr {
 		t.Error("the transform is not idempotent")
 	}
-	// A ReplicaSet of another controller keeps no references.
+	// A ReplicaSet of another controller keeps its references: every user counts.
 	out, _ = c.compactReplicaSet(rs("sts-1", "StatefulSet", spec([]string{"cm"}, nil)))
-	if len(out.(*cachedReplicaSet).Refs) != 0 {
-		t.Errorf("references kept for a ReplicaSet of another controller")
+	if len(out.(*cachedReplicaSet).Refs) != 1 {
+		t.Errorf("references not kept for a ReplicaSet of another controller")
 	}
 	m, _ := c.compactMetadata(meta("Secret", "s", optIn, ownerOf(r)))
 	co := m.(*cachedObject)

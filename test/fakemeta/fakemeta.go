@@ -5,6 +5,7 @@ package fakemeta
 import (
 	"context"
 
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,32 +22,41 @@ import (
 // reads ConfigMaps and Secrets only through the real metadata client; the integration tests
 // check the Accept header of its requests.
 func New(c kubernetes.Interface, workloads ...metav1.PartialObjectMetadata) metadata.Interface {
-	return kubeMeta{c, workloads}
+	return kubeMeta{c: c, workloads: workloads}
+}
+
+// WithRollouts is New with the Rollouts and Experiments served from a (usually fake) Argo
+// Rollouts clientset.
+func WithRollouts(c kubernetes.Interface, ro rolloutsclient.Interface) metadata.Interface {
+	return kubeMeta{c: c, ro: ro}
 }
 
 type kubeMeta struct {
 	c         kubernetes.Interface
+	ro        rolloutsclient.Interface
 	workloads []metav1.PartialObjectMetadata
 }
 
 func (k kubeMeta) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	return kubeMetaGetter{c: k.c, resource: gvr.Resource, workloads: k.workloads}
+	return kubeMetaGetter{c: k.c, ro: k.ro, resource: gvr.Resource, workloads: k.workloads}
 }
 
 type kubeMetaGetter struct {
 	metadata.ResourceInterface // cluster-scoped calls: unused
 	c                          kubernetes.Interface
+	ro                         rolloutsclient.Interface
 	resource                   string
 	workloads                  []metav1.PartialObjectMetadata
 }
 
 func (g kubeMetaGetter) Namespace(ns string) metadata.ResourceInterface {
-	return kubeMetaResource{c: g.c, resource: g.resource, ns: ns, workloads: g.workloads}
+	return kubeMetaResource{c: g.c, ro: g.ro, resource: g.resource, ns: ns, workloads: g.workloads}
 }
 
 type kubeMetaResource struct {
 	metadata.ResourceInterface // unused methods
 	c                          kubernetes.Interface
+	ro                         rolloutsclient.Interface
 	resource, ns               string
 	workloads                  []metav1.PartialObjectMetadata
 }
@@ -71,17 +81,42 @@ func (r kubeMetaResource) listOther(ctx context.Context, opts metav1.ListOptions
 		for _, it := range l.Items {
 			out.Items = append(out.Items, *partial("Deployment", it.ObjectMeta))
 		}
-	case "rollouts", "experiments":
-		kind := map[string]string{"rollouts": "Rollout", "experiments": "Experiment"}[r.resource]
-		for _, w := range r.workloads {
-			if w.Kind == kind && w.Namespace == r.ns {
-				out.Items = append(out.Items, w)
-			}
+	case "rollouts":
+		if r.ro == nil {
+			return r.fromWorkloads("Rollout"), nil
+		}
+		l, err := r.ro.ArgoprojV1alpha1().Rollouts(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("Rollout", it.ObjectMeta))
+		}
+	case "experiments":
+		if r.ro == nil {
+			return r.fromWorkloads("Experiment"), nil
+		}
+		l, err := r.ro.ArgoprojV1alpha1().Experiments(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("Experiment", it.ObjectMeta))
 		}
 	default:
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: r.resource}, "")
 	}
 	return out, nil
+}
+
+func (r kubeMetaResource) fromWorkloads(kind string) *metav1.PartialObjectMetadataList {
+	out := &metav1.PartialObjectMetadataList{}
+	for _, w := range r.workloads {
+		if w.Kind == kind && w.Namespace == r.ns {
+			out.Items = append(out.Items, w)
+		}
+	}
+	return out
 }
 
 func partial(kind string, m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
