@@ -272,7 +272,7 @@ func (u *NamespaceUsage) Own(w Workload) ([]*appsv1.ReplicaSet, error) {
 // ReadUsage reads a namespace's users for one run: every ReplicaSet; the Deployments, Rollouts
 // and Experiments that control some of them (metadata only, and only the kinds that do, other
 // than the known workloads); every StatefulSet, DaemonSet, Job and CronJob; the Pods' metadata,
-// and the pod spec of each Pod no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
+// and the pod spec of each Pod (a list by name) no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
 // forbidden list is a *FailError naming the grant: without it not every user is known.
 func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
 	var in UsageInput
@@ -419,18 +419,21 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 		if templated(metav1.GetControllerOfNoCopy(&items[i])) {
 			continue
 		}
-		var p *corev1.Pod
+		// A list by name: list is in every mode's RBAC (the Rollouts controller's role has no
+		// get on pods); a Pod gone since is simply not there.
+		var l *corev1.PodList
 		err := a.call(ctx, func(ctx context.Context) error {
 			var err error
-			p, err = a.Client.CoreV1().Pods(ns).Get(ctx, items[i].Name, metav1.GetOptions{})
+			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + items[i].Name})
 			return err
 		})
-		switch {
-		case isNotFound(err): // gone since the list
-		case err != nil:
+		if err != nil {
 			return nil, a.usageError(err, "pods", ns)
-		default:
-			out = append(out, *p)
+		}
+		for _, p := range l.Items {
+			if p.UID == items[i].UID {
+				out = append(out, p)
+			}
 		}
 	}
 	return out, nil

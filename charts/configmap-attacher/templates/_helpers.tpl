@@ -89,6 +89,20 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["list", "watch"]
+# Every user of an object counts: the workloads whose existence decides whether their
+# ReplicaSets may own (metadata only), and the pod templates that cannot own; never written.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["list", "watch"]
+- apiGroups: ["batch"]
+  resources: ["jobs", "cronjobs"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts", "experiments"]
+  verbs: ["list", "watch"]
 # Metadata-only caches of ConfigMaps and Secrets, and one add-only PATCH per object that lacks
 # an owner.
 - apiGroups: [""]
