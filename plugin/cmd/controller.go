@@ -298,6 +298,22 @@ func (c *Controller) main(args []string) int {
 	return ExitOK
 }
 
+// readyz serves /readyz: 200 once the controller serves (at least one watched namespace's
+// caches synced), else 503; the body names the namespaces whose caches have not synced and
+// their resources (ready or not: a namespace left out is reported without failing the probe,
+// which would take the pod out of the metrics Service as well).
+func readyz(ctl interface{ Readiness() (bool, string) }) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		ready, detail := ctl.Readiness()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, detail)
+	}
+}
+
 func defaultControllerClients(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
 	// Protobuf for the typed client (ReplicaSets, Events, the Lease): smaller and cheaper to
 	// decode than JSON. The metadata client negotiates its own (PartialObjectMetadata).
@@ -426,13 +442,7 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	hmux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ctl.Ready() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	hmux.HandleFunc("/readyz", readyz(ctl))
 	servers := []*http.Server{
 		{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: hmux, ReadHeaderTimeout: 10 * time.Second},

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +25,7 @@ import (
 	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test at once.
@@ -175,6 +180,103 @@ func TestControllerTransientDiscovery(t *testing.T) {
 	} {
 		if transientDiscovery(err) != want {
 			t.Errorf("transientDiscovery(%v) = %v, want %v", err, !want, want)
+		}
+	}
+}
+
+// A watched namespace whose list is forbidden (its Role missing) neither stops the controller
+// nor makes it exit: /readyz answers 200 and names the namespace and the resources that did
+// not sync, /metrics has its scope_synced series at 0, and SIGTERM still exits 0.
+func TestControllerReadyzNamesUnsyncedNamespace(t *testing.T) {
+	c, _, errb := testController(nil, false)
+	c.clients = func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
+		k := fake.NewClientset()
+		sch := metadatafake.NewTestScheme()
+		_ = metav1.AddMetaToScheme(sch)
+		md := metadatafake.NewSimpleMetadataClient(sch)
+		forbid := func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetNamespace() != "locked" {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: a.GetResource().Resource}, "", errors.New("no Role"))
+		}
+		k.PrependReactor("list", "*", forbid)
+		md.PrependReactor("list", "*", forbid)
+		return k, md, k, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ctx = ctx
+	done := make(chan int, 1)
+	go func() {
+		done <- c.main([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0",
+			"-leader-elect=false", "-workloads", "deployments", "-namespaces", "shop,locked"})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "full reconcile queued") {
+		select {
+		case code := <-done:
+			t.Fatalf("exited %d:\n%s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 10s:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	addr := func(name string) string {
+		m := regexp.MustCompile(name + `="?([0-9.]+:[0-9]+)`).FindStringSubmatch(errb.String())
+		if m == nil {
+			t.Fatalf("no %s address in the log:\n%s", name, errb.String())
+		}
+		return m[1]
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("http://" + addr("health") + "/readyz")
+	if code != http.StatusOK || !strings.HasPrefix(body, "ok: serving 1 of 2 namespaces") ||
+		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, secrets; is list and watch allowed? examples/controller-namespaced.yaml") {
+		t.Errorf("/readyz %d:\n%s", code, body)
+	}
+	_, metrics := get("http://" + addr("metrics") + "/metrics")
+	for _, want := range []string{`configmap_attacher_controller_scope_synced{namespace="locked"} 0`, `configmap_attacher_controller_scope_synced{namespace="shop"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Errorf("exit %d after shutdown:\n%s", code, errb.String())
+	}
+}
+
+type readiness struct {
+	ready  bool
+	detail string
+}
+
+func (r readiness) Readiness() (bool, string) { return r.ready, r.detail }
+
+func TestControllerReadyzHandler(t *testing.T) {
+	for _, tc := range []struct {
+		r    readiness
+		code int
+	}{
+		{readiness{false, "caches not synced\nnot synced: namespace a: secrets"}, http.StatusServiceUnavailable},
+		{readiness{true, "ok: serving 1 of 2 namespaces\nnot synced: namespace a: secrets"}, http.StatusOK},
+		{readiness{true, "ok"}, http.StatusOK},
+	} {
+		w := httptest.NewRecorder()
+		readyz(tc.r)(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if w.Code != tc.code || w.Body.String() != tc.r.detail+"\n" {
+			t.Errorf("%+v: %d %q", tc.r, w.Code, w.Body.String())
 		}
 	}
 }

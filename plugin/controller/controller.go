@@ -162,18 +162,6 @@ type scope struct {
 	templates []cache.SharedIndexInformer
 }
 
-// informers is every informer of the scope.
-func (sc *scope) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{sc.rs}
-	for _, inf := range sc.objs {
-		out = append(out, inf)
-	}
-	for _, inf := range sc.workloads {
-		out = append(out, inf)
-	}
-	return append(out, sc.templates...)
-}
-
 // New builds the informers, indexes and queue; nothing talks to the apiserver before Run.
 func New(cfg Config) (*Controller, error) {
 	if cfg.Kube == nil || cfg.Meta == nil {

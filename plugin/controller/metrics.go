@@ -30,7 +30,7 @@ type Metrics struct {
 	// Reconciles counts reconciles of one object by result: noop, patched, dry_run, error.
 	Reconciles *prometheus.CounterVec
 	// ReconcileErrors counts failed reconciles by reason (forbidden, invalid, conflict,
-	// timeout, throttled, server, transport, other).
+	// timeout, throttled, server, transport, other, panic).
 	ReconcileErrors *prometheus.CounterVec
 	// Reaction is the time from the informer's add event (ReplicaSet or object) to the owner
 	// references being in place (the patch answered).
@@ -45,8 +45,12 @@ type Metrics struct {
 	Lost *prometheus.GaugeVec
 	// Requests counts API requests sent by this process, by verb and resource.
 	Requests *prometheus.CounterVec
-	// Ready is 1 once the caches are synced.
+	// Ready is 1 once the controller serves (every scope's caches synced, or at least one
+	// and the others given up on for now).
 	Ready prometheus.Gauge
+	// ScopeSynced is, per watched namespace ("" when watching all), 1 once its caches synced
+	// (it is served), 0 before: a namespace whose list is forbidden stays 0.
+	ScopeSynced *prometheus.GaugeVec
 
 	queue workqueueMetrics
 }
@@ -75,14 +79,16 @@ func NewMetrics() *Metrics {
 	m.Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconciles_total",
 		Help: "Reconciles of one object, by result (noop, patched, dry_run, blocked, error)."}, []string{"result"})
 	m.ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconcile_errors_total",
-		Help: "Failed reconciles, by reason (forbidden, invalid, conflict, timeout, throttled, server, transport, other)."}, []string{"reason"})
+		Help: "Failed reconciles, by reason (forbidden, invalid, conflict, timeout, throttled, server, transport, other, panic)."}, []string{"reason"})
 	m.Reaction = prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricPrefix + "reaction_seconds",
 		Help:    "Time from the informer's add event of a ReplicaSet or object to its owner references being in place.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}})
 	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricPrefix + "leader",
 		Help: "1 while this process is the leader (the only one that writes), else 0."})
 	m.Ready = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricPrefix + "ready",
-		Help: "1 once the informer caches are synced."})
+		Help: "1 once the controller serves: every watched namespace's caches synced, or at least one and the others given up on for now."})
+	m.ScopeSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPrefix + "scope_synced",
+		Help: "1 once the caches of the watched namespace (\"\" when watching all) synced and it is served; 0 while not (e.g. its list is forbidden)."}, []string{"namespace"})
 	m.Unowned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPrefix + "unowned_objects",
 		Help: "Opted-in objects a live ReplicaSet of a watched workload references but no ReplicaSet owns (leader only)."}, []string{"namespace"})
 	m.Lost = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPrefix + "lost_references",
@@ -102,7 +108,7 @@ func NewMetrics() *Metrics {
 		Help: "How long the longest running processor has been running."}, []string{"name"})
 	q.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "workqueue_retries_total", Help: "Retries handled by the work queue."}, []string{"name"})
 	for _, c := range []prometheus.Collector{m.OwnerReferencesAdded, m.OwnerReferencesWouldAdd, m.Blocked, m.Reconciles, m.ReconcileErrors, m.Reaction,
-		m.Leader, m.Ready, m.Unowned, m.Lost, m.Requests, q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunningProcessor, q.retries,
+		m.Leader, m.Ready, m.ScopeSynced, m.Unowned, m.Lost, m.Requests, q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunningProcessor, q.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -23,10 +20,12 @@ import (
 
 // Running: cache sync, leader election, the workers, and the health and gauge views.
 
-// syncTimeout bounds the initial sync of the caches.
-const syncTimeout = 5 * time.Minute
+// syncTimeout is how long the start waits for every scope's caches before it serves the scopes
+// that synced (a var for the tests).
+var syncTimeout = 5 * time.Minute
 
-// Ready reports whether the caches are synced (standbys included): /readyz.
+// Ready reports whether the controller serves, standbys included (/readyz): every scope's
+// caches synced, or at least one and the others given up on for now (see awaitServable).
 func (c *Controller) Ready() bool { return c.synced.Load() }
 
 // Leading reports whether this process is the one that writes.
@@ -43,36 +42,34 @@ func (c *Controller) Healthz() error {
 // Run starts the informers, waits for their caches, then leads (or stands by until it wins
 // the lease) until ctx is done. Losing the lease returns an error: the process must exit,
 // so that a replica that may have been partitioned never writes on stale caches.
+//
+// A scope (namespace) whose caches do not sync — its list forbidden, say — does not stop
+// the others: once at least one scope synced and the rest are forbidden or syncTimeout has
+// passed, the synced scopes are served and the rest are waited for in the background; one
+// that syncs later is served from then on (its objects queued). An object of a scope that has
+// not synced is never reconciled.
 func (c *Controller) Run(ctx context.Context) error {
+	errs, err := c.watchListErrors()
+	if err != nil {
+		return err
+	}
 	for _, start := range c.starters {
 		start(ctx.Done())
 	}
-	var synced []cache.InformerSynced
-	for _, sc := range c.scopes {
-		for _, inf := range sc.informers() {
-			synced = append(synced, inf.HasSynced)
-		}
-	}
 	t0 := time.Now()
-	// Bounded: a namespace whose list is forbidden would otherwise keep every replica waiting
-	// (no leader, no writes anywhere) with only /readyz to show it.
-	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
-	ok := cache.WaitForCacheSync(syncCtx.Done(), synced...)
-	cancelSync()
-	if !ok {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("caches not synced after %s: %s; is list and watch on them allowed for this identity (examples/controller.yaml)?", syncTimeout, strings.Join(c.unsynced(), ", "))
+	st := &serving{served: map[*scope]bool{}}
+	c.superviseScopes(ctx, st, t0)
+	if !c.awaitServable(ctx, errs, t0) {
+		return nil // ctx ended
 	}
-	c.synced.Store(true)
-	c.m.Ready.Set(1)
+	c.startServing(st)
 	if c.cfg.FreeMemoryAfterSync {
 		// The initial sync is the allocation peak (every object decoded, then compacted); hand
 		// that memory back now rather than over minutes of background scavenging.
 		debug.FreeOSMemory()
 	}
-	c.log.WithField("duration", time.Since(t0).Round(time.Millisecond).String()).Info("caches synced")
+	served := len(c.scopes) - len(c.Unsynced())
+	c.log.WithFields(logrus.Fields{"duration": time.Since(t0).Round(time.Millisecond).String(), "namespaces": served, "unsynced": len(c.scopes) - served}).Info("caches synced")
 	if c.cfg.LeaderElection == nil {
 		c.lead(ctx)
 		return nil
@@ -139,7 +136,7 @@ func (c *Controller) lead(ctx context.Context) {
 	c.log.Info("leading: reconciling every opted-in object")
 	if c.bcast != nil {
 		// Events are written by the leader only.
-		c.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cfg.Kube.CoreV1().Events("")})
+		c.bcast.StartRecordingToSink(safeSink{sink: &typedcorev1.EventSinkImpl{Interface: c.cfg.Kube.CoreV1().Events("")}, log: c.log})
 		defer c.bcast.Shutdown()
 	}
 	c.leading.Store(true)
@@ -196,37 +193,26 @@ func (c *Controller) lead(ctx context.Context) {
 	wg.Wait()
 }
 
-// unsynced names the caches that have not synced.
-func (c *Controller) unsynced() []string {
-	var out []string
-	for ns, sc := range c.scopes {
-		where := "in namespace " + ns
-		if ns == "" {
-			where = "in all namespaces"
-		}
-		if !sc.rs.HasSynced() {
-			out = append(out, "replicasets "+where)
-		}
-		for kind, inf := range sc.objs {
-			if !inf.HasSynced() {
-				out = append(out, strings.ToLower(string(kind))+"s "+where)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // enqueueAll queues every opted-in object a watched ReplicaSet references (the full reconcile:
-// at start it adopts existing history, which is also the migration path).
+// at start it adopts existing history, which is also the migration path). Scopes whose caches
+// have not synced are skipped: superviseScopes queues them when they sync.
 func (c *Controller) enqueueAll() int {
 	n := 0
 	for _, sc := range c.scopes {
-		for _, v := range sc.rs.GetIndexer().ListIndexFuncValues(byRef) {
-			if k, ok := parseKey(v); ok && c.optedIn(c.object(k)) {
-				c.queue.Add(k)
-				n++
-			}
+		if scopeSynced(sc) {
+			n += c.enqueueScope(sc)
+		}
+	}
+	return n
+}
+
+// enqueueScope queues the opted-in objects the ReplicaSets of one scope reference.
+func (c *Controller) enqueueScope(sc *scope) int {
+	n := 0
+	for _, v := range sc.rs.GetIndexer().ListIndexFuncValues(byRef) {
+		if k, ok := parseKey(v); ok && c.optedIn(c.object(k)) {
+			c.queue.Add(k)
+			n++
 		}
 	}
 	return n
@@ -238,15 +224,25 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(k)
-	result, err := c.Reconcile(ctx, k)
+	if !c.scopeServed(k.Namespace) {
+		// Queued by an event of a scope still syncing: its view of the ReplicaSets that use the
+		// object is incomplete. The scope's objects are all queued when it syncs.
+		c.log.WithField("key", k.String()).Debug("scope not synced: not reconciled")
+		c.queue.Forget(k)
+		return true
+	}
+	result, err := c.safeReconcile(ctx, k)
 	c.m.Reconciles.WithLabelValues(result).Inc()
 	if err == nil {
 		c.queue.Forget(k)
 		return true
 	}
 	r := reason(err)
+	if errors.As(err, new(panicError)) {
+		r = "panic"
+	}
 	c.m.ReconcileErrors.WithLabelValues(r).Inc()
-	log := c.log.WithError(err).WithField("reason", r)
+	log := c.log.WithError(err).WithFields(logrus.Fields{"reason": r, "key": k.String()})
 	if permanent(err) {
 		// Retrying cannot help; the next event or resync tries again.
 		log.Error("reconcile failed permanently")
@@ -281,9 +277,13 @@ func (c *Controller) UpdateGauges() {
 // Audit counts, per namespace, the unowned objects (opted in, referenced by a live watched
 // ReplicaSet, owned by no ReplicaSet) and the lost references (a live watched ReplicaSet
 // requires an object that does not exist), with plugin.Gaps: the figures of audit's summary.
+// Scopes whose caches have not synced are not counted.
 func (c *Controller) Audit() (unowned, lost map[string]int) {
 	unowned, lost = map[string]int{}, map[string]int{}
 	for _, sc := range c.scopes {
+		if !scopeSynced(sc) {
+			continue // incomplete caches: every object would look missing
+		}
 		byNS := map[string][]plugin.GapReplicaSet{}
 		for _, it := range sc.rs.GetIndexer().List() {
 			rs, ok := it.(*cachedReplicaSet)

@@ -114,6 +114,9 @@ func compactWorkload(obj any) (any, error) {
 	return &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID, Deleting: m.DeletionTimestamp != nil}, nil
 }
 
+// templateResources name the template caches of a scope, in the order of scope.templates.
+var templateResources = []string{"statefulsets", "daemonsets", "jobs", "cronjobs", "pods"}
+
 // addUserCaches adds the workload and template caches to a scope.
 func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory) error {
 	sc.workloads = map[string]cache.SharedIndexInformer{}

@@ -1,0 +1,416 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	restclient "k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// scoped is a harness whose fakes get their reactors before Run starts the informers, and
+// whose log entries are kept.
+type scoped struct {
+	*harness
+	logs *logtest.Hook
+}
+
+// startScoped is start with setup run before Run, ready as the start condition, and
+// cfg.Events left as given (nil: the broadcaster writing to the fake clientset).
+func startScoped(t *testing.T, cfg Config, objs []runtime.Object, setup func(*scoped), ready func(*scoped) bool) *scoped {
+	t.Helper()
+	var kobjs, mobjs []runtime.Object
+	mobjs = append(mobjs, liveWorkload("Rollout"), liveWorkload("Deployment"))
+	live := map[string]bool{ns + "/Rollout": true, ns + "/Deployment": true}
+	for _, o := range objs {
+		r, ok := o.(*appsv1.ReplicaSet)
+		if !ok {
+			mobjs = append(mobjs, o)
+			continue
+		}
+		kobjs = append(kobjs, o)
+		// The ReplicaSet's workload exists: every user counts, and one whose workload is gone
+		// never owns.
+		if ref := metav1.GetControllerOf(r); ref != nil && !live[r.Namespace+"/"+ref.Kind] {
+			live[r.Namespace+"/"+ref.Kind] = true
+			mobjs = append(mobjs, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+				ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: r.Namespace, UID: ref.UID}})
+		}
+	}
+	sch := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	h := &scoped{harness: &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
+		m: NewMetrics(), done: make(chan error, 1)}}
+	cfg.Kube, cfg.Meta, cfg.Metrics = h.kube, h.md, h.m
+	if cfg.Selector == nil {
+		cfg.Selector = plugin.OptInSelector()
+	}
+	cfg.Rollouts, cfg.Deployments, cfg.RolloutsServed = true, true, true
+	log := logrus.New()
+	log.SetLevel(logrus.DebugLevel)
+	log.SetOutput(testWriter{t})
+	h.logs = logtest.NewLocal(log)
+	cfg.Log = log
+	if setup != nil {
+		setup(h)
+	}
+	ctl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ctl = ctl
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- ctl.Run(ctx) }()
+	t.Cleanup(h.stop)
+	h.eventually("the start condition", func() bool { return ready(h) })
+	return h
+}
+
+func servingAndLeading(h *scoped) bool { return h.ctl.Ready() && h.ctl.Leading() }
+
+// in moves a ReplicaSet or an object to namespace n.
+func in[T metav1.Object](n string, o T) T {
+	o.SetNamespace(n)
+	return o
+}
+
+// forbidList makes list (hence the informers' sync) of resources in namespace n forbidden
+// while *on is true; resources empty: every resource.
+func forbidList(h *scoped, n string, on *atomic.Bool, resources ...string) {
+	react := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() != n || !on.Load() {
+			return false, nil, nil
+		}
+		r := a.GetResource().Resource
+		for _, want := range resources {
+			if want == r {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: a.GetResource().Group, Resource: r}, "",
+					fmt.Errorf(`User "system:serviceaccount:cma:controller" cannot list resource %q in the namespace %q`, r, n))
+			}
+		}
+		if len(resources) == 0 {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: a.GetResource().Group, Resource: r}, "", errors.New("no Role"))
+		}
+		return false, nil, nil
+	}
+	h.kube.PrependReactor("list", "*", react)
+	h.md.PrependReactor("list", "*", react)
+}
+
+func (h *scoped) logged(level logrus.Level, contains string, fields logrus.Fields) bool {
+	for _, e := range h.logs.AllEntries() {
+		if e.Level != level || !strings.Contains(e.Message, contains) {
+			continue
+		}
+		ok := true
+		for k, v := range fields {
+			ok = ok && fmt.Sprint(e.Data[k]) == fmt.Sprint(v)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *scoped) reconciles() float64 {
+	n := 0.0
+	for _, r := range []string{"noop", "patched", "dry_run", "error"} {
+		n += value(h.m.Reconciles.WithLabelValues(r))
+	}
+	return n
+}
+
+// A namespace whose Role is missing (list forbidden) and one that may list all but Secrets do
+// not stop adoption in the namespace that syncs, nor the process: the controller becomes
+// ready and leads at once (a forbidden scope is not waited for), reports the two scopes in
+// /readyz, the gauge and a Warning naming the namespace, the resource and the RBAC fix, and
+// never reconciles their objects. When the RBAC is fixed, the scope syncs and is served.
+func TestUnsyncedNamespaceDoesNotStopOthers(t *testing.T) {
+	defer func(d time.Duration) { syncTimeout = d }(syncTimeout)
+	syncTimeout = time.Hour // the forbidden scopes are not waited for: no timeout involved
+	var locked, partial atomic.Bool
+	locked.Store(true)
+	partial.Store(true)
+	h := startScoped(t, Config{Namespaces: []string{"shop", "locked", "partial"}, Workers: 2}, []runtime.Object{
+		rs("web-1", "Rollout", spec([]string{"cm-1"}, nil)), meta("ConfigMap", "cm-1", optIn),
+		in("locked", rs("web-2", "Rollout", spec([]string{"cm-2"}, nil))), in("locked", meta("ConfigMap", "cm-2", optIn)),
+		in("partial", rs("web-3", "Rollout", spec([]string{"cm-3"}, nil))), in("partial", meta("ConfigMap", "cm-3", optIn)),
+	}, func(h *scoped) {
+		forbidList(h, "locked", &locked)
+		forbidList(h, "partial", &partial, "secrets")
+	}, servingAndLeading)
+	h.settle()
+	equal(t, "patches while two namespaces are not synced", h.patches(), []string{"ConfigMap/cm-1: web-1"})
+
+	for n, want := range map[string]float64{"shop": 1, "locked": 0, "partial": 0} {
+		if got := value(h.m.ScopeSynced.WithLabelValues(n)); got != want {
+			t.Errorf("scope_synced{namespace=%q} = %v, want %v", n, got, want)
+		}
+	}
+	if got := value(h.m.Ready); got != 1 {
+		t.Errorf("ready = %v, want 1", got)
+	}
+	ready, body := h.ctl.Readiness()
+	if !ready || !strings.HasPrefix(body, "ok: serving 1 of 3 namespaces") ||
+		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? ") ||
+		!strings.Contains(body, "not synced: namespace partial: secrets; is list and watch allowed? ") || !strings.Contains(body, RBACHintNamespaced) {
+		t.Errorf("readiness %v:\n%s", ready, body)
+	}
+	for _, w := range []logrus.Fields{{"namespace": "locked", "resource": "replicasets"}, {"namespace": "partial", "resource": "secrets"}} {
+		if !h.logged(logrus.WarnLevel, "grant list and watch on "+fmt.Sprint(w["resource"])+" to the controller's service account: "+RBACHintNamespaced, w) {
+			t.Errorf("no Warning naming %v and the RBAC fix", w)
+		}
+	}
+	if !h.logged(logrus.WarnLevel, "namespace partial did not sync: serving the other namespaces", logrus.Fields{"resources": "secrets"}) {
+		t.Error("no Warning at the start naming the namespace that did not sync")
+	}
+
+	// The full reconcile skips them, and an object of theirs that reaches the queue anyway
+	// (an event while the scope syncs) is not reconciled: partial's ConfigMap and ReplicaSet
+	// caches are complete, its Secrets are not.
+	if n := h.ctl.enqueueAll(); n != 1 {
+		t.Errorf("enqueueAll queued %d objects, want 1 (shop's)", n)
+	}
+	h.settle()
+	before := h.reconciles()
+	h.ctl.queue.Add(Key{"partial", plugin.KindConfigMap, "cm-3"})
+	h.settle()
+	if got := h.reconciles(); got != before {
+		t.Errorf("an object of an unsynced namespace was reconciled (%v reconciles)", got-before)
+	}
+	if u, l := h.ctl.Audit(); u["partial"] != 0 || l["partial"] != 0 {
+		t.Errorf("the gauges count an unsynced namespace: unowned %v lost %v", u, l)
+	}
+	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})
+
+	// The RBAC is fixed: the namespaces sync (after the reflector's backoff) and are served.
+	locked.Store(false)
+	partial.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(h.ctl.Unsynced()) > 0 || len(h.patches()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not served after the RBAC fix: unsynced %v, patches %q", h.ctl.Unsynced(), h.patches())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.settle()
+	equal(t, "patches after the RBAC fix", h.patches(), []string{"ConfigMap/cm-1: web-1", "ConfigMap/cm-2: web-2", "ConfigMap/cm-3: web-3"})
+	if got := value(h.m.ScopeSynced.WithLabelValues("locked")); got != 1 {
+		t.Errorf("scope_synced{locked} = %v after the fix", got)
+	}
+	if ready, body := h.ctl.Readiness(); !ready || body != "ok" {
+		t.Errorf("readiness after the fix %v: %s", ready, body)
+	}
+	if !h.logged(logrus.InfoLevel, "namespace locked synced late: now served", logrus.Fields{"objects": 1}) {
+		t.Error("no log of the late namespace being served")
+	}
+}
+
+// With no namespace synced the process neither exits nor becomes ready, past the sync
+// timeout too; once the list is allowed it serves.
+func TestNoNamespaceSyncedWaits(t *testing.T) {
+	defer func(d time.Duration) { syncTimeout = d }(syncTimeout)
+	syncTimeout = 200 * time.Millisecond
+	var locked atomic.Bool
+	locked.Store(true)
+	h := startScoped(t, Config{Namespaces: []string{"locked"}}, []runtime.Object{
+		in("locked", rs("web-2", "Rollout", spec([]string{"cm-2"}, nil))), in("locked", meta("ConfigMap", "cm-2", optIn)),
+	}, func(h *scoped) { forbidList(h, "locked", &locked) }, func(h *scoped) bool {
+		return h.logged(logrus.WarnLevel, "no namespace synced after 200ms: still waiting (not ready)", nil)
+	})
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-h.done:
+		h.cancel = nil
+		t.Fatalf("Run returned with no namespace synced: %v", err)
+	default:
+	}
+	if ready, body := h.ctl.Readiness(); ready || body != "caches not synced\nnot synced: namespace locked: replicasets, configmaps, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? "+rbacHint("locked") {
+		t.Errorf("readiness %v:\n%s", ready, body)
+	}
+	if h.ctl.Leading() || value(h.m.Ready) != 0 {
+		t.Error("leading or ready with no namespace synced")
+	}
+	locked.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for !servingAndLeading(h) || len(h.patches()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after the RBAC fix: unsynced %v", h.ctl.Unsynced())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.settle()
+	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-2: web-2"})
+}
+
+// A namespace that fails to sync for another reason (here every list answers 500) is waited
+// for up to the sync timeout, then left to the background while the others are served.
+func TestSyncTimeoutServesSynced(t *testing.T) {
+	defer func(d time.Duration) { syncTimeout = d }(syncTimeout)
+	syncTimeout = 300 * time.Millisecond
+	t0 := time.Now()
+	h := startScoped(t, Config{Namespaces: []string{"shop", "flaky"}}, []runtime.Object{
+		rs("web-1", "Rollout", spec([]string{"cm-1"}, nil)), meta("ConfigMap", "cm-1", optIn),
+	}, func(h *scoped) {
+		h.md.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetNamespace() == "flaky" {
+				return true, nil, apierrors.NewInternalError(errors.New("etcd hiccup"))
+			}
+			return false, nil, nil
+		})
+	}, servingAndLeading)
+	if d := time.Since(t0); d < syncTimeout {
+		t.Errorf("served after %s, before the sync timeout (%s), with a namespace that may still sync", d, syncTimeout)
+	}
+	h.settle()
+	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})
+	if u := h.ctl.Unsynced(); len(u) != 1 || u[0].String() != "namespace flaky: configmaps, deployments, experiments, rollouts, secrets" {
+		t.Errorf("unsynced %v", u)
+	}
+	if !h.logged(logrus.WarnLevel, "cannot list configmaps in namespace flaky", logrus.Fields{"namespace": "flaky", "resource": "configmaps"}) {
+		t.Error("no Warning naming the namespace and resource that cannot be listed")
+	}
+}
+
+// panicOnce is an EventRecorder whose first Eventf panics.
+type panicOnce struct {
+	record.EventRecorder
+	panicked atomic.Bool
+}
+
+func (p *panicOnce) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+	if p.panicked.CompareAndSwap(false, true) {
+		panic("planted panic in the Event recorder")
+	}
+	p.EventRecorder.Eventf(obj, eventtype, reason, format, args...)
+}
+
+// A panic in a reconcile (here in the Warning Event of a forbidden patch; a panic of the
+// patch itself is already recovered by the core, plugin.Attacher.safePatch) is logged with the
+// key, counted as reason "panic", retried with backoff, and the (only) worker keeps working.
+func TestReconcilePanicRecovered(t *testing.T) {
+	fr := record.NewFakeRecorder(100)
+	rec := &panicOnce{EventRecorder: fr}
+	h := startScoped(t, Config{Workers: 1, Events: rec}, nil, func(h *scoped) {
+		h.md.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.(k8stesting.PatchAction).GetName() == "cm-1" {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm-1", errors.New("RBAC: nope"))
+			}
+			return false, nil, nil
+		})
+	}, servingAndLeading)
+	if _, err := h.md.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns).(fakeWriter).CreateFake(meta("ConfigMap", "cm-1", optIn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), rs("web-1", "Rollout", spec([]string{"cm-1"}, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-fr.Events: // the retry after the panic
+		if !strings.HasPrefix(e, "Warning OwnerReferenceFailed cannot make ReplicaSet web-1 an owner of ConfigMap cm-1") {
+			t.Errorf("event %q", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Warning event after the panic: the key was not retried")
+	}
+	if got := value(h.m.ReconcileErrors.WithLabelValues("panic")); got != 1 {
+		t.Errorf("reconcile_errors_total{panic} = %v, want 1", got)
+	}
+	if !h.logged(logrus.ErrorLevel, "reconcile panicked", logrus.Fields{"key": ns + "/ConfigMap/cm-1", "panic": "planted panic in the Event recorder"}) {
+		t.Error("the panic is not logged with the key")
+	}
+	// The worker still works.
+	if _, err := h.md.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns).(fakeWriter).CreateFake(meta("ConfigMap", "cm-2", optIn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), rs("web-2", "Rollout", spec([]string{"cm-2"}, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch of cm-2 after the panic", func() bool { return value(h.m.OwnerReferencesAdded.WithLabelValues("ConfigMap")) == 1 })
+}
+
+// A panic in the Event sink (the broadcaster's goroutine re-panics with HandleCrash) is
+// recovered and logged; the process keeps running and shuts down cleanly.
+func TestEventSinkPanicRecovered(t *testing.T) {
+	h := startScoped(t, Config{}, []runtime.Object{meta("ConfigMap", "cm-1", optIn)}, func(h *scoped) {
+		h.md.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm-1", errors.New("RBAC: nope"))
+		})
+		h.kube.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+			panic("planted panic in the Event sink")
+		})
+	}, servingAndLeading)
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), rs("web-1", "Rollout", spec([]string{"cm-1"}, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the sink's panic logged", func() bool {
+		return h.logged(logrus.ErrorLevel, "writing an Event panicked", logrus.Fields{"verb": "create", "event": "OwnerReferenceFailed", "object": "Rollout shop/web"})
+	})
+	if !servingAndLeading(h) {
+		t.Error("not leading after the sink's panic")
+	}
+}
+
+type panicSink struct{}
+
+func (panicSink) Create(*corev1.Event) (*corev1.Event, error)        { panic("create") }
+func (panicSink) Update(*corev1.Event) (*corev1.Event, error)        { panic("update") }
+func (panicSink) Patch(*corev1.Event, []byte) (*corev1.Event, error) { panic("patch") }
+
+// Every call of the sink is guarded, and the error is one the broadcaster does not retry.
+func TestSafeSink(t *testing.T) {
+	log, _ := logtest.NewNullLogger()
+	s := safeSink{sink: panicSink{}, log: log}
+	ev := &corev1.Event{}
+	for verb, call := range map[string]func() (*corev1.Event, error){
+		"create": func() (*corev1.Event, error) { return s.Create(ev) },
+		"update": func() (*corev1.Event, error) { return s.Update(ev) },
+		"patch":  func() (*corev1.Event, error) { return s.Patch(ev, nil) },
+	} {
+		out, err := call()
+		var rce *restclient.RequestConstructionError
+		if out != nil || !errors.As(err, &rce) || !strings.Contains(err.Error(), "event sink "+verb+" panicked: "+verb) {
+			t.Errorf("%s: %v, %v", verb, out, err)
+		}
+	}
+}
+
+// scopeInformers lists every informer of a scope, by resource.
+func TestScopeInformers(t *testing.T) {
+	c, err := New(Config{Kube: fake.NewClientset(), Meta: metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), Selector: plugin.OptInSelector(), Rollouts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ni := range scopeInformers(c.scopes[""]) {
+		got = append(got, ni.resource)
+	}
+	// The workload and template caches of "every user counts" (Rollouts and Experiments only
+	// when served).
+	equal(t, "informers", got, []string{"replicasets", "configmaps", "cronjobs", "daemonsets", "deployments", "jobs", "pods", "secrets", "statefulsets"})
+	if u := c.Unsynced(); len(u) != 1 || u[0].String() != "all namespaces: replicasets, configmaps, cronjobs, daemonsets, deployments, jobs, pods, secrets, statefulsets" {
+		t.Errorf("unsynced before Run: %v", u)
+	}
+}
