@@ -218,14 +218,15 @@ func TestAudit(t *testing.T) {
 	for _, a := range rep.Fix.Added {
 		added = append(added, fmt.Sprintf("%s %s ← %s", a.Kind, a.Name, strings.Join(a.ReplicaSets, ",")))
 	}
-	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev2,web-rev1; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
+	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev1,web-rev2; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
 		t.Errorf("added %q, want %q", strings.Join(added, "; "), w)
 	}
-	// 3 patches, a list of each kind before and after, and for the two objects without a
-	// ReplicaSet owner (cfg-shared, sec-named) one list by name per new owner (3), which confirms
-	// it still exists before the patch makes it the object's only kind of owner.
-	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+3 {
-		t.Errorf("patches %d, want 3, a list of each kind before and after, and 3 confirmations (%s)", n, counter)
+	// 3 patches, a list of each kind before and after, and the namespace's users read just
+	// before the patches (every user counts): ReplicaSets, StatefulSets, DaemonSets, Jobs,
+	// CronJobs, Pods and the Rollouts that control ReplicaSets. That read is as fresh as the
+	// step's, so no owner needs a confirmation of its own.
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+7 {
+		t.Errorf("patches %d, want 3, a list of each kind before and after, and 7 lists of the users (%s)", n, counter)
 	}
 	// The report is the state after the fix.
 	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 0 || s.Stray != 1 || s.Legacy != 2 || s.Unowned != 1 || s.Lost != 1 {

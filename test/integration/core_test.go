@@ -67,7 +67,7 @@ func TestStaleListAgainstAPIServer(t *testing.T) {
 	e.configMap("cfg-new")
 	_, rv, _ := e.ownerUIDs("cm", "cfg-old")
 	res := run(t, step(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
-	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the step list is stale") || !strings.Contains(res.Message, "ConfigMap cfg-old (used by web-old111)") {
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the list is stale") || !strings.Contains(res.Message, "ConfigMap cfg-old (used by web-old111)") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
 	for _, n := range []string{"cfg-old", "cfg-new"} {
