@@ -42,6 +42,13 @@ type jobOptions struct {
 	logLevel, logFormat                     string
 }
 
+// jobMaxTimeout bounds -timeout. Run as an Argo CD Sync hook, the Job holds the sync operation
+// for as long as it waits, and what it waits for (the Rollouts controller observing the spec and
+// creating a ReplicaSet) takes seconds: an hour without it means something is broken (the
+// controller is down, a quota refuses the ReplicaSet), and failing says so. It also catches a
+// typo such as -timeout 5h for 5m.
+const jobMaxTimeout = time.Hour
+
 const jobUsage = "Usage: configmap-attacher -rollout NAME -namespace NS [-configmaps a,b] [-secrets c,d] [flags]\n\n" +
 	"Waits until the Argo Rollouts controller has created the ReplicaSet of the Rollout's current\n" +
 	"pod template, then adds it as an owner of each listed ConfigMap and Secret.\n\nFlags:\n"
@@ -63,7 +70,7 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
-	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet")
+	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
 	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	logFlags(fs, &o.logLevel, &o.logFormat)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -142,9 +149,13 @@ func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
 	}
 	if o.rollout == "" {
 		problems = append(problems, "-rollout is required: the name of the Rollout")
+	} else if errs := validation.IsDNS1123Subdomain(o.rollout); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("-rollout %q is not a valid Rollout name (a DNS-1123 subdomain): %s%s", o.rollout, strings.Join(errs, "; "), unexpandedHint(o.rollout)))
 	}
 	if o.namespace == "" {
 		problems = append(problems, "-namespace is required: the namespace of the Rollout and its ConfigMaps")
+	} else if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("-namespace %q is not a valid namespace name (a DNS-1123 label): %s%s", o.namespace, strings.Join(errs, "; "), unexpandedHint(o.namespace)))
 	}
 	cfg := plugin.Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: plugin.Duration{Duration: o.timeout}, DryRun: o.dryRun}
 	if o.discover {
@@ -170,6 +181,8 @@ func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
 	problems = append(problems, plugin.ValidateNames("-secrets", cfg.Secrets)...)
 	if o.timeout < time.Second {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be at least 1s (the waits poll every 2s), e.g. -timeout 5m", o.timeout))
+	} else if o.timeout > jobMaxTimeout {
+		problems = append(problems, fmt.Sprintf("-timeout %s: must be at most 1h (a Sync hook holds the Argo CD sync while it waits, and the Rollouts controller creates the ReplicaSet in seconds), e.g. -timeout 5m", o.timeout))
 	}
 	req := plugin.JobRequest{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn}}
 	if sel, err := labels.Parse(o.optInSelector); err != nil {
@@ -190,6 +203,15 @@ func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
 		}
 	}
 	return req, problems
+}
+
+// unexpandedHint explains a value that still holds a $(VAR) reference: the kubelet leaves
+// $(VAR) as is when the container defines no env var VAR (e.g. a misspelt POD_NAMESPACE).
+func unexpandedHint(v string) string {
+	if strings.Contains(v, "$(") {
+		return "; it holds an unexpanded $(VAR) reference: define that env var in the container (examples/job.yaml sets POD_NAMESPACE from the downward API)"
+	}
+	return ""
 }
 
 // splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.

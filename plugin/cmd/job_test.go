@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,19 @@ func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 	return code, out.String(), errb.String()
 }
 
+// runJobUsage runs the command line on arguments it must refuse: building clients fails the
+// run at once, so a missing check fails the test instead of waiting out -timeout.
+func runJobUsage(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
+		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
+			t.Errorf("bad usage %q got as far as building clients", args)
+			return plugin.Clients{}, errors.New("bad usage built clients")
+		}}
+	return c.Main(args), errb.String()
+}
+
 func TestJobUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -48,21 +62,26 @@ func TestJobUsageErrors(t *testing.T) {
 		{"duplicate", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a,b,a"}, "listed twice"},
 		{"stray argument", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "b"}, `unexpected argument "b"`},
 		{"bad timeout", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "0s"}, "-timeout 0s: must be at least 1s"},
+		{"negative timeout", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "-5m"}, "-timeout -5m0s: must be at least 1s"},
+		{"timeout too long", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "1h0m1s"}, "-timeout 1h0m1s: must be at most 1h"},
+		{"timeout typo", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-timeout", "5h"}, "-timeout 5h0m0s: must be at most 1h"},
+		{"uppercase rollout", []string{"-rollout", "Web", "-namespace", "shop", "-configmaps", "a"}, `-rollout "Web" is not a valid Rollout name (a DNS-1123 subdomain): a lowercase RFC 1123 subdomain`},
+		{"rollout with slash", []string{"-rollout", "shop/web", "-namespace", "shop", "-configmaps", "a"}, `-rollout "shop/web" is not a valid Rollout name`},
+		{"rollout too long", []string{"-rollout", strings.Repeat("w", 254), "-namespace", "shop", "-configmaps", "a"}, "must be no more than 253 characters"},
+		{"namespace with dot", []string{"-rollout", "web", "-namespace", "shop.prod", "-configmaps", "a"}, `-namespace "shop.prod" is not a valid namespace name (a DNS-1123 label): must not contain dots`},
+		{"namespace too long", []string{"-rollout", "web", "-namespace", strings.Repeat("n", 64), "-configmaps", "a"}, "must be no more than 63 characters"},
+		{"unexpanded namespace", []string{"-rollout", "web", "-namespace", "$(POD_NAMESPACE)", "-configmaps", "a"}, "unexpanded $(VAR) reference: define that env var"},
 		{"selector without discover", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-selector", "a=b"}, "-selector only applies with -discover"},
 		{"bad selector", []string{"-rollout", "web", "-namespace", "shop", "-discover", "-selector", "a==b=c"}, `-selector "a==b=c"`},
 		{"bad log level", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a", "-log-level", "loud"}, `log level "loud"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kube := fake.NewClientset()
-			code, _, stderr := runJob(t, kube, rolloutsfake.NewSimpleClientset(), tc.args...)
+			code, stderr := runJobUsage(t, tc.args...)
 			if code != ExitUsage {
 				t.Errorf("exit %d, want %d", code, ExitUsage)
 			}
 			if !strings.Contains(stderr, tc.want) {
 				t.Errorf("stderr %q lacks %q", stderr, tc.want)
-			}
-			if len(kube.Actions()) != 0 {
-				t.Errorf("bad usage made API calls")
 			}
 		})
 	}
@@ -74,30 +93,69 @@ func TestJobUsageErrors(t *testing.T) {
 
 // Every problem is reported at once, one line each, in the order of the checks.
 func TestJobReportsEveryProblem(t *testing.T) {
-	code, _, stderr := runJob(t, fake.NewClientset(), rolloutsfake.NewSimpleClientset(),
-		"-configmaps", "Bad_Name,a,a", "-timeout", "0s", "-opt-in-selector", "!x", "-expect-template-annotation", "novalue", "extra")
-	if code != ExitUsage {
-		t.Errorf("exit %d, want %d", code, ExitUsage)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing names", []string{"-configmaps", "Bad_Name,a,a", "-timeout", "0s", "-opt-in-selector", "!x", "-expect-template-annotation", "novalue", "extra"}, []string{
+			`configmap-attacher: unexpected argument "extra"`,
+			"configmap-attacher: -rollout is required",
+			"configmap-attacher: -namespace is required",
+			`configmap-attacher: -configmaps[0]: "Bad_Name" is not a valid object name`,
+			`configmap-attacher: -configmaps[2]: "a" is listed twice`,
+			"configmap-attacher: -timeout 0s: must be at least 1s",
+			`configmap-attacher: -opt-in-selector "!x" selects every object without a given label`,
+			`configmap-attacher: -expect-template-annotation "novalue": want KEY=VALUE`,
+		}},
+		{"invalid names", []string{"-rollout", "Web_1", "-namespace", "shop.prod", "-configmaps", "a", "-timeout", "24h"}, []string{
+			`configmap-attacher: -rollout "Web_1" is not a valid Rollout name (a DNS-1123 subdomain)`,
+			`configmap-attacher: -namespace "shop.prod" is not a valid namespace name (a DNS-1123 label)`,
+			"configmap-attacher: -timeout 24h0m0s: must be at most 1h",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr := runJobUsage(t, tc.args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d", code, ExitUsage)
+			}
+			want := append(tc.want, "Run configmap-attacher -help for usage.")
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if len(lines) != len(want) {
+				t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), stderr)
+			}
+			for i, w := range want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("line %d %q, want it to start with %q", i, lines[i], w)
+				}
+			}
+		})
 	}
-	want := []string{
-		`configmap-attacher: unexpected argument "extra"`,
-		"configmap-attacher: -rollout is required",
-		"configmap-attacher: -namespace is required",
-		`configmap-attacher: -configmaps[0]: "Bad_Name" is not a valid object name`,
-		`configmap-attacher: -configmaps[2]: "a" is listed twice`,
-		"configmap-attacher: -timeout 0s: must be at least 1s",
-		`configmap-attacher: -opt-in-selector "!x" selects every object without a given label`,
-		`configmap-attacher: -expect-template-annotation "novalue": want KEY=VALUE`,
-		"Run configmap-attacher -help for usage.",
-	}
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), stderr)
-	}
-	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("line %d %q, want it to start with %q", i, lines[i], w)
-		}
+}
+
+// The bounds themselves are accepted: names at their longest, a dotted Rollout name, -timeout
+// 1s and 1h.
+func TestJobValidateAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    jobOptions
+	}{
+		{"shortest timeout", jobOptions{rollout: "web", namespace: "shop", configMaps: "a", timeout: time.Second}},
+		{"longest timeout", jobOptions{rollout: "web", namespace: "shop", configMaps: "a", timeout: time.Hour}},
+		{"dotted rollout", jobOptions{rollout: "web.v2", namespace: "shop", configMaps: "a", timeout: time.Minute}},
+		{"longest names", jobOptions{rollout: strings.Repeat("w", 253), namespace: strings.Repeat("n", 63), configMaps: "a", timeout: time.Minute}},
+		{"digits", jobOptions{rollout: "0web", namespace: "0shop", configMaps: "a", timeout: time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.optInSelector = plugin.DefaultDiscoverLabel + "=true"
+			req, problems := tc.o.validate(nil)
+			if len(problems) > 0 {
+				t.Fatalf("problems: %q", problems)
+			}
+			if req.Rollout != tc.o.rollout || req.Namespace != tc.o.namespace || req.Config.Timeout.Duration != tc.o.timeout {
+				t.Errorf("request %s/%s timeout %s, want %s/%s timeout %s", req.Namespace, req.Rollout, req.Config.Timeout.Duration, tc.o.namespace, tc.o.rollout, tc.o.timeout)
+			}
+		})
 	}
 }
 
