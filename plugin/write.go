@@ -75,20 +75,7 @@ func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcom
 			if ctx.Err() != nil {
 				return nil // abandoned after a transient failure; out.transient says why
 			}
-			var err error
-			if w.verify {
-				// A stale view: keep only the ReplicaSets a live read still shows, with their
-				// controllers.
-				if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
-					err = errAllGone
-				}
-			}
-			if err == nil {
-				err = a.safePatch(ctx, ns, w)
-			}
-			if err != nil && isNotFound(err) && w.Listed {
-				err = a.awaitCreation(ctx, ns, w)
-			}
+			err := guard(w.Object, func() error { return a.writeOne(ctx, ns, &w) })
 			mu.Lock()
 			defer mu.Unlock()
 			out.record(w, err, ctx.Err() != nil, cancel)
@@ -183,15 +170,40 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 	}
 }
 
-// safePatch runs the patch and turns a panic into an error: these goroutines are outside the
-// RPC layer's recover, and a panic there would kill the process every Rollout shares.
-func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) (err error) {
+// writeOne is one object's write: the live confirmation of a stale view's owners, the patch,
+// and the grace for a listed object not created yet.
+func (a *Attacher) writeOne(ctx context.Context, ns string, w *Write) error {
+	var err error
+	if w.verify {
+		// A stale view: keep only the ReplicaSets a live read still shows, with their
+		// controllers.
+		if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
+			err = errAllGone
+		}
+	}
+	if err == nil {
+		err = a.safePatch(ctx, ns, *w)
+	}
+	if err != nil && isNotFound(err) && w.Listed {
+		err = a.awaitCreation(ctx, ns, *w)
+	}
+	return err
+}
+
+// guard runs f and turns a panic into an error: the write goroutines are outside the RPC
+// layer's recover, and a panic there would kill the process every Rollout shares.
+func guard(o Object, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("internal error patching %s: %v", w.Object, r)
+			err = fmt.Errorf("internal error patching %s: %v", o, r)
 		}
 	}()
-	return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
+	return f()
+}
+
+// safePatch is the patch alone, guarded (awaitCreation retries it).
+func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) error {
+	return guard(w.Object, func() error { return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets) })
 }
 
 // errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was

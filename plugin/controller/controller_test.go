@@ -97,6 +97,12 @@ func start(t *testing.T, cfg Config, rss []*appsv1.ReplicaSet, objs ...*metav1.P
 	for _, r := range rss {
 		kobjs = append(kobjs, r)
 	}
+	return startWith(t, cfg, kobjs, objs...)
+}
+
+// startWith is start with any typed objects (ReplicaSets, StatefulSets, Pods, ...).
+func startWith(t *testing.T, cfg Config, kobjs []runtime.Object, objs ...*metav1.PartialObjectMetadata) *harness {
+	t.Helper()
 	sch := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(sch); err != nil {
 		t.Fatal(err)
@@ -504,4 +510,32 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: %s %s, want %s", path, v, r, want)
 		}
 	}
+}
+
+// TestBlockedUntilTheBlockerGoes: a StatefulSet that uses an opted-in ConfigMap blocks its
+// adoption (no patch, a Warning Event, adoptions_blocked_total); once the StatefulSet is
+// deleted, the ConfigMap is adopted at once, without waiting for a resync.
+func TestBlockedUntilTheBlockerGoes(t *testing.T) {
+	web := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: spec([]string{"shared"}, nil)}}}
+	h := startWith(t, Config{}, []runtime.Object{web, sts}, meta("ConfigMap", "shared", optIn))
+	h.settle()
+	equal(t, "patches with the StatefulSet", h.patches(), nil)
+	if got := value(h.m.Blocked.WithLabelValues("ConfigMap")); got < 1 {
+		t.Errorf("adoptions_blocked_total = %v, want at least 1", got)
+	}
+	select {
+	case e := <-h.events.Events:
+		if !strings.Contains(e, "Warning OwnerReferenceBlocked ConfigMap shared is also used by StatefulSet cache") {
+			t.Errorf("event %q", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no Warning event for the blocked object")
+	}
+	if err := h.kube.AppsV1().StatefulSets(ns).Delete(context.Background(), "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch once the StatefulSet is gone", func() bool { return len(h.patches()) == 1 })
+	equal(t, "patches after", h.patches(), []string{"ConfigMap/shared: web-1"})
 }

@@ -141,8 +141,30 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if err := inf.AddIndexers(cache.Indexers{byRef: templateIndex}); err != nil {
 			return fmt.Errorf("template indexes: %w", err)
 		}
+		// A blocker that goes (the StatefulSet deleted, the Job finished and removed) frees its
+		// objects: look at them again now rather than at the next resync.
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.onTemplateDelete}); err != nil {
+			return fmt.Errorf("template event handler: %w", err)
+		}
 	}
 	return nil
+}
+
+// onTemplateDelete queues the opted-in objects a deleted blocker referenced.
+func (c *Controller) onTemplateDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	t, ok := obj.(*cachedTemplate)
+	if !ok {
+		return
+	}
+	for _, o := range t.Refs {
+		k := Key{t.Namespace, o.Kind, o.Name}
+		if c.optedIn(c.object(k)) {
+			c.enqueue(k, false)
+		}
+	}
 }
 
 // view is the core's UserView of one namespace, from the caches (stale by nature: the core
