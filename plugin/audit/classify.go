@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -28,6 +29,8 @@ type rsRefs struct {
 	rs       *appsv1.ReplicaSet
 	refs     plugin.References
 	required plugin.References
+	// creds are the objects the template uses only as a credential (plugin.CredentialOnly).
+	creds plugin.References
 }
 
 // collect gathers the workload's ReplicaSets from the snapshot (plugin.OwnReplicaSets: its
@@ -56,7 +59,7 @@ func collect(aw auditedWorkload, snap *snapshot) (*history, error) {
 		}
 		spec := &rs.Spec.Template.Spec
 		h.byUID[rs.UID] = len(h.live)
-		h.live = append(h.live, rsRefs{rs: rs, refs: plugin.TemplateReferences(spec), required: plugin.RequiredReferences(spec)})
+		h.live = append(h.live, rsRefs{rs: rs, refs: plugin.TemplateReferences(spec), required: plugin.RequiredReferences(spec), creds: plugin.CredentialOnly(spec)})
 	}
 
 	objs := map[plugin.Object]bool{}
@@ -87,9 +90,13 @@ type classified struct {
 	obj    plugin.Object
 	meta   objMeta
 	exists bool
-	// candidate: Fix may add owners (the object exists and is opted in or named in a step).
+	// candidate: Fix may add owners (the object exists, is opted in or named in a step, and
+	// the core's rules let Fix write it: refused says why not).
 	candidate bool
-	view      Object
+	// refused, when set, is why an object opted in or named in a step is no candidate: the
+	// administrator's -require-opt-in, or the credentials rule (see Auditor.refusal).
+	refused string
+	view    Object
 	// edges are the object's status under each live ReplicaSet that references it, by UID.
 	edges map[types.UID]Edge
 	// lostBy labels the ReplicaSets that require the object although it does not exist;
@@ -112,8 +119,11 @@ func (a *Auditor) classify(o plugin.Object, aw auditedWorkload, h *history, snap
 	m, exists := snap.objects[o]
 	c := classified{obj: o, meta: m, exists: exists, edges: map[types.UID]Edge{},
 		view: Object{Kind: o.Kind, Name: o.Name, Exists: exists, NamedInStep: aw.named[o], OptedIn: exists && a.optedIn(m, aw.stepSels),
-			UsedBy: []string{}, Owners: []Owner{}, MissingOwners: []string{}}}
-	c.candidate = exists && (c.view.OptedIn || c.view.NamedInStep)
+			UsedBy: []string{}, Owners: []Owner{}, MissingOwners: []string{}, SharedWith: []string{}}}
+	if exists && (c.view.OptedIn || c.view.NamedInStep) {
+		c.refused = a.refusal(o, m, h)
+		c.candidate = c.refused == ""
+	}
 	have := map[types.UID]bool{}
 	for i, ref := range m.owners {
 		have[ref.UID] = true
@@ -150,6 +160,40 @@ func (a *Auditor) classify(o plugin.Object, aw auditedWorkload, h *history, snap
 	}
 	c.view.Fixable = len(c.missing) > 0
 	return c
+}
+
+// policyOptIn is the administrator's opt-in selector (plugin.Policy's default when unset).
+func (a *Auditor) policyOptIn() labels.Selector {
+	if !plugin.Positive(a.Policy.OptIn) {
+		return plugin.OptInSelector()
+	}
+	return a.Policy.OptIn
+}
+
+// refusal is why Fix may not write an object that the audit counts as opted in or that a step
+// names ("" when it may), by the rules the core applies to a candidate (plugin planWrites):
+// outside the administrator's -require-opt-in; or used by the workload's ReplicaSets only as
+// a credential (an image pull secret, a volume's secretRef) without matching the policy's
+// opt-in selector. (A user that cannot own the object is AddShared's, which reads them.)
+func (a *Auditor) refusal(o plugin.Object, m objMeta, h *history) string {
+	optIn := a.policyOptIn()
+	if optIn.Matches(labels.Set(m.labels)) {
+		return ""
+	}
+	if a.Policy.RequireOptIn {
+		return fmt.Sprintf("-require-opt-in is set and it does not match %s", optIn)
+	}
+	used, creds := false, true
+	for _, l := range h.live {
+		if l.refs.Has(o) {
+			used = true
+			creds = creds && l.creds.Has(o)
+		}
+	}
+	if used && creds {
+		return fmt.Sprintf("its ReplicaSets use it only as a credential (imagePullSecrets or a volume's secretRef) and it does not match %s", optIn)
+	}
+	return ""
 }
 
 // optedIn: the object matches the opt-in selector or a step's discover selector.

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,13 +22,15 @@ func (a *Auditor) findings(c classified, aw auditedWorkload, h *history) []Findi
 	if len(c.lostBy) > 0 {
 		fs = append(fs, lostFinding(ns, c))
 	}
-	if c.candidate && !plugin.HasReplicaSetOwner(m.owners) {
+	if (c.candidate || c.refused != "") && !plugin.HasReplicaSetOwner(m.owners) {
 		why := "named in a configmap-attacher step"
 		if c.view.OptedIn {
 			why = "opted in (" + a.optInLabel(m, aw.stepSels) + ")"
 		}
 		msg := fmt.Sprintf("%s, but no ReplicaSet owns it: it will never be garbage-collected%s", why, otherOwners(m.owners))
-		if len(c.missing) > 0 {
+		if c.refused != "" {
+			msg += "; -fix leaves it alone: " + c.refused
+		} else if len(c.missing) > 0 {
 			msg += fmt.Sprintf("; -fix adds %s, which %s it", joinNames(rsNames(c.missing)), verb(len(c.missing), "uses", "use"))
 		} else {
 			msg += fmt.Sprintf("; no ReplicaSet of %s uses it: if nothing else does, delete it by hand", aw.w)
@@ -205,4 +208,120 @@ func sortFindings(fs []Finding) {
 		}
 		return x.index > y.index
 	})
+}
+
+// AddShared adds to the report the findings that the namespaces' other users make (every user
+// counts, plugin/users.go): per namespace one read of its users (plugin.Attacher.ReadUsage,
+// the same read Fix makes before it writes), then, for each object of a workload that
+// configmap-attacher is concerned with (opted in, named in a step, or owned by a ReplicaSet),
+// a FindingShared when a user that cannot own it (a StatefulSet, DaemonSet, Job, CronJob, bare
+// Pod, or a ReplicaSet of a controller kind whose existence is not checked) also uses it. Such
+// an object is not fixable: the core writes nothing to it. A namespace whose users cannot be
+// read gets a warning (rep.Warnings) instead. Without clients (an Auditor built without New)
+// it does nothing. Run calls it last (so that the report shows the state after -fix).
+func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
+	at := a.Attacher
+	if at == nil || at.Client == nil || at.Meta == nil {
+		return
+	}
+	usage := map[string]*plugin.NamespaceUsage{}
+	failed := map[string]bool{}
+	changed := false
+	for _, list := range [][]Workload{rep.Rollouts, rep.Deployments} {
+		for wi := range list {
+			w := &list[wi]
+			if w.Error != "" || failed[w.Namespace] {
+				continue
+			}
+			u := usage[w.Namespace]
+			if u == nil {
+				var err error
+				if u, err = at.ReadUsage(ctx, w.Namespace); err != nil {
+					failed[w.Namespace] = true
+					msg := fmt.Sprintf("namespace %s: objects also used by StatefulSets, DaemonSets, Jobs, CronJobs or bare Pods are not reported (-fix writes nothing there): %v", w.Namespace, err)
+					a.log().Warn(msg)
+					rep.Warnings = append(rep.Warnings, msg)
+					continue
+				}
+				usage[w.Namespace] = u
+			}
+			changed = markShared(w, u) || changed
+		}
+	}
+	if changed {
+		rep.Summary = Counts{}
+		rep.summarize()
+	}
+}
+
+// markShared adds the shared findings of one workload, and marks its shared objects (and
+// their edges) not fixable.
+func markShared(w *Workload, u *plugin.NamespaceUsage) bool {
+	changed := false
+	for i := range w.Objects {
+		o := &w.Objects[i]
+		if !o.Exists || !(o.OptedIn || o.NamedInStep || o.Fixable || hasReplicaSetOwner(o.Owners)) {
+			continue
+		}
+		users := blockers(u.UsersOf(o.Object()))
+		if len(users) == 0 {
+			continue
+		}
+		changed = true
+		o.SharedWith = users
+		o.Fixable = false
+		b := plugin.Blocked{Object: o.Object(), Users: users}
+		msg := b.Message() + "; -fix leaves it alone"
+		if hasReplicaSetOwner(o.Owners) {
+			msg += ". It has ReplicaSet owners already: the garbage collector deletes it with the last of them although those users still use it; stop sharing it (give them an object of their own), or remove its ReplicaSet owner references by hand"
+		}
+		w.Findings = append(w.Findings, Finding{Type: FindingShared, Namespace: w.Namespace, Kind: o.Kind, Name: o.Name, index: -1, Message: msg})
+		for fi := range w.Findings {
+			f := &w.Findings[fi]
+			if f.Type == FindingUnowned && f.Kind == o.Kind && f.Name == o.Name {
+				if before, _, ok := strings.Cut(f.Message, "; -fix adds "); ok {
+					f.Message = before + "; -fix leaves it alone: it is shared (see " + strings.ToUpper(FindingShared) + ")"
+				}
+			}
+		}
+		for ri := range w.ReplicaSets {
+			for ei := range w.ReplicaSets[ri].Objects {
+				e := &w.ReplicaSets[ri].Objects[ei]
+				if e.Kind == o.Kind && e.Name == o.Name && e.Status == EdgeMissingOwner {
+					e.Fixable, e.Shared = false, true
+				}
+			}
+		}
+	}
+	if changed {
+		sortFindings(w.Findings)
+	}
+	return changed
+}
+
+// blockers are the users of an object that cannot own it, named as the core names them
+// (plugin.Blocked.Users): the pod templates that are no ReplicaSet's, and the live ReplicaSets
+// whose controller is of a kind whose existence is not checked.
+func blockers(u plugin.Users) []string {
+	var out []string
+	for _, r := range u.ReplicaSets {
+		if !plugin.Live(r.ReplicaSet) || r.Controller != plugin.ControllerUnknown {
+			continue
+		}
+		ref := metav1.GetControllerOfNoCopy(r.ReplicaSet)
+		out = append(out, fmt.Sprintf("ReplicaSet %s (controlled by %s %s, whose existence configmap-attacher does not check)", r.ReplicaSet.Name, ref.Kind, ref.Name))
+	}
+	for _, o := range u.Others {
+		out = append(out, o.String())
+	}
+	return out
+}
+
+func hasReplicaSetOwner(owners []Owner) bool {
+	for _, o := range owners {
+		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {
+			return true
+		}
+	}
+	return false
 }

@@ -140,17 +140,31 @@ func (r *Report) writeSummary(w io.Writer) {
 		for _, e := range r.Fix.Errors {
 			fmt.Fprintf(w, "fix failed: %s\n", e)
 		}
+		for _, sk := range r.Fix.Skipped {
+			fmt.Fprintf(w, "fix left alone: %s\n", sk)
+		}
 	case s.Fixable > 0:
 		fmt.Fprintf(w, "missing owners: %d owner reference(s) can be added: run again with -fix\n", s.Fixable)
 	}
-	if s.MissingOwners > s.Fixable {
+	if s.SharedOwners > 0 {
+		fmt.Fprintf(w, "shared: %d ReplicaSet(s) use objects that a user that cannot own them also uses; -fix leaves them alone\n", s.SharedOwners)
+	}
+	if n := s.MissingOwners - s.Fixable - s.SharedOwners; n > 0 {
 		fmt.Fprintf(w, "not opted in: %d ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them %s=true to let it add owners)\n",
-			s.MissingOwners-s.Fixable, plugin.DefaultDiscoverLabel)
+			n, plugin.DefaultDiscoverLabel)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 	if s.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d Rollout(s) could not be audited\n", s.Errors)
 	}
-	fmt.Fprintf(w, "findings: %d lost, %d unowned, %d stray, %d legacy\n", s.Lost, s.Unowned, s.Stray, s.Legacy)
+	// shared only when there are some: the line's four counts are what scripts read.
+	shared := ""
+	if s.Shared > 0 {
+		shared = fmt.Sprintf(", %d shared", s.Shared)
+	}
+	fmt.Fprintf(w, "findings: %d lost, %d unowned, %d stray, %d legacy%s\n", s.Lost, s.Unowned, s.Stray, s.Legacy, shared)
 }
 
 func writeFindings(w io.Writer, fs []Finding) {
@@ -169,6 +183,9 @@ func edgeText(e Edge) string {
 	case EdgeMissingOwner:
 		if e.Fixable {
 			return "MISSING OWNER"
+		}
+		if e.Shared {
+			return "MISSING OWNER (shared: -fix leaves it alone)"
 		}
 		return "MISSING OWNER (not opted in: -fix leaves it alone)"
 	case EdgeLost:

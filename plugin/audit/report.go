@@ -20,6 +20,10 @@ const (
 	FindingStray = "stray"
 	// FindingLegacy: the original tool's controller: true owner reference to a ReplicaSet.
 	FindingLegacy = "legacy"
+	// FindingShared: a user that cannot own the object (a StatefulSet, DaemonSet, Job,
+	// CronJob, bare Pod, or a ReplicaSet of an unchecked controller kind) also uses it: no mode
+	// writes to it, -fix included (Auditor.AddShared).
+	FindingShared = "shared"
 )
 
 // Status of one object under one ReplicaSet (Edge.Status).
@@ -47,6 +51,9 @@ type Report struct {
 	// names or owns (only when whole namespaces are audited).
 	Unattributed []Finding `json:"unattributed"`
 	Summary      Counts    `json:"summary"`
+	// Warnings are what could not be checked, e.g. a namespace whose users could not be read
+	// (AddShared), one message each.
+	Warnings []string `json:"warnings"`
 	// Fix is set once Fix ran.
 	Fix *FixResult `json:"fix,omitempty"`
 
@@ -68,9 +75,12 @@ type Counts struct {
 	Unowned       int `json:"unowned"`
 	Stray         int `json:"stray"`
 	Legacy        int `json:"legacy"`
+	Shared        int `json:"shared"`
 	MissingOwners int `json:"missingOwners"`
 	Fixable       int `json:"fixable"`
-	Errors        int `json:"errors"`
+	// SharedOwners are the missing owners of shared objects: Fix may not add them.
+	SharedOwners int `json:"sharedOwners"`
+	Errors       int `json:"errors"`
 }
 
 // FixResult is what Fix changed.
@@ -123,6 +133,8 @@ type Edge struct {
 	Name    string      `json:"name"`
 	Status  string      `json:"status"`
 	Fixable bool        `json:"fixable,omitempty"`
+	// Shared marks a missing owner of a shared object (see FindingShared).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Object is one object that concerns the workload: referenced by one of its ReplicaSets,
@@ -139,8 +151,11 @@ type Object struct {
 	Owners []Owner `json:"owners"`
 	// MissingOwners are the ReplicaSets in UsedBy that do not own the object.
 	MissingOwners []string `json:"missingOwners"`
-	// Fixable: Fix adds MissingOwners (the object is opted in or named in a step).
+	// Fixable: Fix adds MissingOwners (the object is opted in or named in a step, and the
+	// core's rules let Fix write it).
 	Fixable bool `json:"fixable"`
+	// SharedWith are the users of the object that cannot own it (see FindingShared).
+	SharedWith []string `json:"sharedWith"`
 }
 
 // Object returns the object's identity.
@@ -186,8 +201,11 @@ func (r *Report) summarize() {
 			}
 			for _, o := range w.Objects {
 				r.Summary.MissingOwners += len(o.MissingOwners)
-				if o.Fixable {
+				switch {
+				case o.Fixable:
 					r.Summary.Fixable += len(o.MissingOwners)
+				case len(o.SharedWith) > 0:
+					r.Summary.SharedOwners += len(o.MissingOwners)
 				}
 			}
 		}
@@ -206,11 +224,13 @@ func (r *Report) count(fs []Finding) {
 			r.Summary.Stray++
 		case FindingLegacy:
 			r.Summary.Legacy++
+		case FindingShared:
+			r.Summary.Shared++
 		}
 	}
 }
 
 func newReport(selector string) *Report {
-	return &Report{Selector: selector, Rollouts: []Workload{}, Deployments: []Workload{}, Gaps: []NamespaceGaps{}, Unattributed: []Finding{},
+	return &Report{Selector: selector, Rollouts: []Workload{}, Deployments: []Workload{}, Gaps: []NamespaceGaps{}, Unattributed: []Finding{}, Warnings: []string{},
 		additions: map[string]map[plugin.Object]*plugin.Candidate{}}
 }

@@ -31,6 +31,8 @@ type auditOptions struct {
 	namespace, rollout string
 	all, fix           bool
 	output, selector   string
+	requireOptIn       bool
+	optInSelector      string
 	logLevel           string
 	workloads          string
 	client             plugin.ClientOptions
@@ -41,7 +43,10 @@ type auditRequest struct {
 	namespace, rollout string
 	fix, json          bool
 	selector           labels.Selector
-	kinds              []string
+	// policy is the administrator's (-require-opt-in, -opt-in-selector): -fix writes under it
+	// what the step, the Job and the controller would.
+	policy plugin.Policy
+	kinds  []string
 	// explicitKinds: -workloads was given (a missing Rollout CRD is then an error).
 	explicitKinds bool
 	client        plugin.ClientOptions
@@ -52,7 +57,10 @@ const auditUsage = "Usage: configmap-attacher audit (-namespace NS [-rollout NAM
 	"Reports, per Rollout and Deployment, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n" +
 	"lost (referenced, does not exist), unowned (opted in or named in a step, no ReplicaSet owns it),\n" +
 	"stray (owned by a ReplicaSet that does not use it) and legacy (the original tool's controller\n" +
-	"reference). -fix adds missing owner references to opted-in objects only; it never removes one.\n" +
+	"reference), and shared (also used by a StatefulSet, DaemonSet, Job, CronJob or bare Pod, which\n" +
+	"cannot own it). -fix adds missing owner references to opted-in objects only, under the policy of\n" +
+	"-require-opt-in and -opt-in-selector, as the step, the Job and the controller would; it never\n" +
+	"removes one, and leaves shared objects alone.\n" +
 	"Exit codes: 0 nothing lost, 1 something lost or an error, 2 bad usage.\n\nFlags:\n"
 
 // FlagSet returns a fresh flag set with every flag of the command registered at its default
@@ -68,7 +76,9 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.BoolVar(&o.all, "all-namespaces", false, "same as -A")
 	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
-	fs.StringVar(&o.selector, "selector", "", "label selector of opted-in objects (default "+plugin.DefaultDiscoverLabel+"=true)")
+	fs.StringVar(&o.selector, "selector", "", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
+	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
+	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
 	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
 	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
@@ -136,6 +146,18 @@ func (o *auditOptions) validate(fs *flag.FlagSet, logOut io.Writer) (auditReques
 			req.selector = sel
 		}
 	}
+	req.policy.RequireOptIn = o.requireOptIn
+	if sel, err := labels.Parse(o.optInSelector); err != nil {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
+	} else if !plugin.Positive(sel) {
+		problems = append(problems, fmt.Sprintf("-opt-in-selector %q %s", o.optInSelector, plugin.NotPositive))
+	} else {
+		req.policy.OptIn = sel
+		if o.selector == "" {
+			// The audit reports with the policy's opt-in selector unless -selector names another.
+			req.selector = sel
+		}
+	}
 	kinds, kindProblems := ParseWorkloads(o.workloads)
 	problems = append(problems, kindProblems...)
 	req.kinds = kinds
@@ -164,11 +186,15 @@ func (c *Audit) run(ctx context.Context, req auditRequest) int {
 	}
 	aud := audit.New(cl, req.log)
 	aud.Selector, aud.Workloads, aud.WorkloadsExplicit = req.selector, req.kinds, req.explicitKinds
+	aud.Policy = req.policy
 	rep, err := aud.Run(ctx, req.namespace, req.rollout, req.fix)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
+	// Every user counts: objects that a user that cannot own them also uses are findings of
+	// their own (the state after -fix, when it ran).
+	aud.AddShared(ctx, rep)
 	if req.json {
 		if err := rep.WriteJSON(c.Stdout); err != nil {
 			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"strings"
 	"testing"
@@ -56,6 +57,9 @@ func TestAuditUsageErrors(t *testing.T) {
 		{"stray argument", []string{"-namespace", "shop", "web"}, `unexpected argument "web"`},
 		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
 		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
+		{"bad opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", "a in (b"}, `-opt-in-selector "a in (b"`},
+		{"negative-only opt-in selector", []string{"-namespace", "shop", "-require-opt-in", "-opt-in-selector", "!team"}, `-opt-in-selector "!team" ` + plugin.NotPositive},
+		{"empty opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", ""}, `-opt-in-selector "" ` + plugin.NotPositive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewClientset()
@@ -79,11 +83,11 @@ func TestAuditUsageErrors(t *testing.T) {
 
 // Every problem is reported at once, each naming its flag.
 func TestAuditReportsEveryProblem(t *testing.T) {
-	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-workloads", "statefulsets", "-log-level", "loud", "extra")
+	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-opt-in-selector", "!x", "-workloads", "statefulsets", "-log-level", "loud", "extra")
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d", code, ExitUsage)
 	}
-	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-workloads: "statefulsets"`, `log level "loud"`} {
+	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads: "statefulsets"`, `log level "loud"`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -188,7 +192,8 @@ func TestAuditFlagSet(t *testing.T) {
 	var errb bytes.Buffer
 	fs := (&Audit{Stderr: &errb}).FlagSet()
 	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
-		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn"}
+		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
+		"require-opt-in": "false", "opt-in-selector": plugin.DefaultDiscoverLabel + "=true"}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
@@ -205,5 +210,93 @@ func TestAuditFlagSet(t *testing.T) {
 	}
 	if (&Audit{}).FlagSet() == fs {
 		t.Error("FlagSet returned the same flag set twice")
+	}
+}
+
+// -require-opt-in and -opt-in-selector are the administrator's policy, as for the step and the
+// Job: the audit reports with the opt-in selector (unless -selector names another), and -fix
+// writes under the policy only.
+func TestAuditPolicyFlags(t *testing.T) {
+	world := func() (*fake.Clientset, *rolloutsfake.Clientset) {
+		kube, ro := apiDeployment()
+		c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{})
+		c.Labels = map[string]string{"team": "shop"} // not the default label
+		if _, err := kube.CoreV1().ConfigMaps("shop").Update(t.Context(), c, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return kube, ro
+	}
+	// The opt-in selector is the one the audit reports with.
+	kube, ro := world()
+	code, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-opt-in-selector", "team=shop")
+	if code != ExitFail || !strings.Contains(out, "ConfigMap api-2  MISSING OWNER\n") || !strings.Contains(out, "opted in (team=shop)") {
+		t.Errorf("-opt-in-selector team=shop: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, out, _ = runAuditCmd(t, kube, ro, "-namespace", "shop"); !strings.Contains(out, "ConfigMap api-2  not opted in") {
+		t.Errorf("default opt-in selector:\n%s", out)
+	}
+	// -selector opts it in for the audit, but -require-opt-in with the default opt-in
+	// selector refuses it: the report says so, and -fix writes nothing.
+	args := []string{"-namespace", "shop", "-selector", "team=shop", "-require-opt-in"}
+	if _, out, _ = runAuditCmd(t, kube, ro, args...); !strings.Contains(out, "-fix leaves it alone: -require-opt-in is set and it does not match configmap-attacher/revisioned=true") ||
+		strings.Contains(out, "run again with -fix") {
+		t.Errorf("-require-opt-in:\n%s", out)
+	}
+	_, out, _ = runAuditCmd(t, kube, ro, append(args, "-fix")...)
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 0 || !strings.Contains(out, "fixed: nothing to add") {
+		t.Errorf("-require-opt-in -fix wrote %+v\n%s", c.OwnerReferences, out)
+	}
+	// Without -require-opt-in, -fix adds what -selector opts in.
+	_, out, _ = runAuditCmd(t, kube, ro, "-namespace", "shop", "-selector", "team=shop", "-fix")
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 1 {
+		t.Errorf("-selector -fix: owners %+v\n%s", c.OwnerReferences, out)
+	}
+}
+
+// An object a StatefulSet also uses is a finding of its own, in text and JSON, and -fix
+// leaves it alone.
+func TestAuditShared(t *testing.T) {
+	kube, ro := apiDeployment()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "shop"},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "redis"}},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "api-2"}}}}}}}}}
+	if err := kube.Tracker().Add(sts); err != nil {
+		t.Fatal(err)
+	}
+	_, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop")
+	for _, want := range []string{"ConfigMap api-2  MISSING OWNER (shared: -fix leaves it alone)",
+		"SHARED   ConfigMap api-2: ConfigMap api-2 is also used by StatefulSet cache; configmap-attacher only manages config used by ReplicaSets alone",
+		"; -fix leaves it alone\n", "-fix leaves it alone: it is shared (see SHARED)",
+		"shared: 1 ReplicaSet(s) use objects that a user that cannot own them also uses; -fix leaves them alone\n", "findings: 1 lost, 1 unowned, 0 stray, 0 legacy, 1 shared\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+	if strings.Contains(out, "run again with -fix") || strings.Contains(out, "not opted in:") {
+		t.Errorf("a shared object offered to -fix, or called not opted in:\n%s", out)
+	}
+	code, out, _ := runAuditCmd(t, kube, ro, "-namespace", "shop", "-fix", "-o", "json")
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if code != ExitFail || rep.Summary.Shared != 1 || rep.Summary.Fixable != 0 || rep.Summary.SharedOwners != 1 || len(rep.Fix.Added) != 0 || len(rep.Fix.Skipped) != 1 || rep.Warnings == nil {
+		t.Errorf("-fix: exit %d summary %+v fix %+v warnings %v", code, rep.Summary, rep.Fix, rep.Warnings)
+	}
+	o := rep.Deployments[0].Objects
+	if len(o) != 2 || o[1].Name != "api-2" || strings.Join(o[1].SharedWith, ",") != "StatefulSet cache" || o[1].Fixable || o[0].SharedWith == nil {
+		t.Errorf("objects %+v", o)
+	}
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 0 {
+		t.Errorf("-fix wrote a shared object: %+v", c.OwnerReferences)
+	}
+	// Users that cannot be read: a warning, not a crash; the rest of the report stands.
+	kube.PrependReactor("list", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "", errors.New("no"))
+	})
+	code, out, _ = runAuditCmd(t, kube, ro, "-namespace", "shop")
+	if code != ExitFail || !strings.Contains(out, "warning: namespace shop: objects also used by StatefulSets, DaemonSets, Jobs, CronJobs or bare Pods are not reported (-fix writes nothing there): forbidden to list statefulsets.apps") ||
+		!strings.Contains(out, "ConfigMap api-1  LOST") {
+		t.Errorf("forbidden users: exit %d\n%s", code, out)
 	}
 }
