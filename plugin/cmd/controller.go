@@ -89,7 +89,7 @@ type Controller struct {
 	// clients builds the API clients from the REST config (tests pass fakes).
 	clients func(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error)
 	// rolloutsInstalled reports whether the Rollout CRD is served.
-	rolloutsInstalled func(cfg *rest.Config) (bool, error)
+	rolloutsInstalled func(cfg *rest.Config) (controller.Served, error)
 	// ctx ends the controller (Main: SIGINT or SIGTERM).
 	ctx context.Context
 }
@@ -343,16 +343,16 @@ func defaultControllerClients(cfg *rest.Config) (kubernetes.Interface, metadata.
 // apiserver that cannot be reached (a restart, an outage) is waited for, up to
 // discoveryPatience: exiting at once would turn every outage into a crash loop whose backoff
 // keeps the controller down longer than the outage.
-func defaultRolloutsInstalled(cfg *rest.Config) (bool, error) {
+func defaultRolloutsInstalled(cfg *rest.Config) (controller.Served, error) {
 	dcfg := rest.CopyConfig(cfg)
 	dcfg.Timeout = 15 * time.Second
 	dc, err := discovery.NewDiscoveryClientForConfig(dcfg)
 	if err != nil {
-		return false, fmt.Errorf("creating discovery client: %w", err)
+		return controller.Served{}, fmt.Errorf("creating discovery client: %w", err)
 	}
 	deadline := time.Now().Add(discoveryPatience)
 	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
-		ok, err := controller.RolloutsServed(dc)
+		ok, err := controller.ArgoServed(dc)
 		if err == nil || !transientDiscovery(err) || time.Now().Add(wait).After(deadline) {
 			return ok, err
 		}
@@ -399,7 +399,7 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 		return err
 	}
 	if o.rollouts {
-		ok := served
+		ok := served.Rollouts
 		switch {
 		case !ok && o.workloadsSet:
 			return errors.New("-workloads names rollouts but the Rollout CRD (rollouts.argoproj.io) is not installed: install Argo Rollouts, or pass -workloads deployments")
@@ -412,7 +412,7 @@ func (c *Controller) run(o *controllerOptions, log *logrus.Logger) error {
 	}
 	entry := log.WithField("component", "controller")
 	ccfg := controller.Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.nsList, Selector: o.sel,
-		Rollouts: o.rollouts, Deployments: o.deployments, RolloutsServed: served, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun,
+		Rollouts: o.rollouts, Deployments: o.deployments, RolloutsServed: served.Rollouts, ExperimentsServed: served.Experiments, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun,
 		Log: entry, Metrics: m, FreeMemoryAfterSync: true}
 	if o.leaderElect {
 		host, _ := os.Hostname()

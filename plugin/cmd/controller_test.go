@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
 	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
@@ -57,7 +59,9 @@ func testController(env map[string]string, crd bool) (*Controller, *syncBuffer, 
 			_ = metav1.AddMetaToScheme(sch)
 			return k, metadatafake.NewSimpleMetadataClient(sch, []runtime.Object{}...), k, nil
 		},
-		rolloutsInstalled: func(*rest.Config) (bool, error) { return crd, nil },
+		rolloutsInstalled: func(*rest.Config) (controller.Served, error) {
+			return controller.Served{Rollouts: crd, Experiments: crd}, nil
+		},
 	}, &out, &errb
 }
 

@@ -100,10 +100,11 @@ type Config struct {
 	// for. Every user of an object counts all the same: a ReplicaSet of any kind becomes an
 	// owner too.
 	Rollouts, Deployments bool
-	// RolloutsServed: argoproj.io serves Rollouts and Experiments, so their existence is
-	// watched. Without it a ReplicaSet controlled by one is of unknown liveness and blocks.
-	RolloutsServed bool
-	Workers        int
+	// RolloutsServed and ExperimentsServed: argoproj.io serves Rollouts (Experiments), so
+	// their existence is watched. Without it a ReplicaSet controlled by one is of unknown
+	// liveness and blocks.
+	RolloutsServed, ExperimentsServed bool
+	Workers                           int
 	// Resync is the interval of the full reconcile (0: only at start).
 	Resync time.Duration
 	// GaugeInterval is how often the unowned and lost gauges are recomputed from the caches.

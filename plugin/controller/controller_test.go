@@ -118,7 +118,7 @@ func startWith(t *testing.T, cfg Config, kobjs []runtime.Object, objs ...*metav1
 			mobjs = append(mobjs, h)
 		}
 	}
-	cfg.RolloutsServed = true
+	cfg.RolloutsServed, cfg.ExperimentsServed = true, true
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
 	cfg.Kube, cfg.Meta, cfg.Metrics, cfg.Events = h.kube, h.md, h.m, h.events

@@ -7,19 +7,27 @@ import (
 	"k8s.io/client-go/discovery"
 )
 
-// RolloutsServed reports whether the Rollout CRD is installed (argoproj.io/v1alpha1 rollouts).
-func RolloutsServed(dc discovery.DiscoveryInterface) (bool, error) {
+// Served says which Argo Rollouts kinds the apiserver serves (argoproj.io/v1alpha1): the
+// Rollout CRD and the Experiment CRD are installed separately.
+type Served struct{ Rollouts, Experiments bool }
+
+// ArgoServed reports which of the Rollout and Experiment CRDs are installed.
+func ArgoServed(dc discovery.DiscoveryInterface) (Served, error) {
 	rl, err := dc.ServerResourcesForGroupVersion("argoproj.io/v1alpha1")
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return Served{}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("discovering argoproj.io/v1alpha1: %w", err)
+		return Served{}, fmt.Errorf("discovering argoproj.io/v1alpha1: %w", err)
 	}
+	var s Served
 	for _, r := range rl.APIResources {
-		if r.Name == "rollouts" {
-			return true, nil
+		switch r.Name {
+		case "rollouts":
+			s.Rollouts = true
+		case "experiments":
+			s.Experiments = true
 		}
 	}
-	return false, nil
+	return s, nil
 }

@@ -65,7 +65,7 @@ func startScoped(t *testing.T, cfg Config, objs []runtime.Object, setup func(*sc
 	if cfg.Selector == nil {
 		cfg.Selector = plugin.OptInSelector()
 	}
-	cfg.Rollouts, cfg.Deployments, cfg.RolloutsServed = true, true, true
+	cfg.Rollouts, cfg.Deployments, cfg.RolloutsServed, cfg.ExperimentsServed = true, true, true, true
 	log := logrus.New()
 	log.SetLevel(logrus.DebugLevel)
 	log.SetOutput(testWriter{t})

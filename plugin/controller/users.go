@@ -121,7 +121,7 @@ var templateResources = []string{"statefulsets", "daemonsets", "jobs", "cronjobs
 func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory) error {
 	sc.workloads = map[string]cache.SharedIndexInformer{}
 	for _, w := range workloadKinds {
-		if w.crd && !c.cfg.RolloutsServed {
+		if w.crd && !(w.kind == plugin.KindRollout && c.cfg.RolloutsServed || w.kind == "Experiment" && c.cfg.ExperimentsServed) {
 			continue // not served: its ReplicaSets' controllers are unknown, and block
 		}
 		inf := mf.ForResource(w.gvr).Informer()

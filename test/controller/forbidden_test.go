@@ -25,6 +25,11 @@ func TestForbiddenWarningEvent(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		// The users' caches (every user counts), as in examples/controller-namespaced.yaml.
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts", "experiments"}, Verbs: []string{"list", "watch"}},
 	}, nil)
 	sel := "test/forbidden=" + ns
 	p, err := startController(e.c.Dir, e.bin, "forbidden-"+ns, "-kubeconfig", e.c.WriteKubeconfig(t, cfg), "-namespaces", ns,

@@ -179,7 +179,9 @@ func TestAudit(t *testing.T) {
 		t.Error("object data in the output")
 	}
 
-	// 2. JSON, counted: one list of Rollouts, Deployments, ReplicaSets, ConfigMaps and Secrets.
+	// 2. JSON, counted: one list of Rollouts, Deployments, ReplicaSets, ConfigMaps and Secrets,
+	// then the namespace's users for the shared finding (every user counts): ReplicaSets,
+	// StatefulSets, DaemonSets, Jobs, CronJobs, Pods and the Rollouts controlling ReplicaSets.
 	counter := cluster.NewCounter()
 	code, out, _ = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-o", "json")
 	rep := auditJSON(t, out)
@@ -187,13 +189,18 @@ func TestAudit(t *testing.T) {
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
-	for _, r := range []string{"rollouts", "deployments", "replicasets", "configmaps", "secrets"} {
+	for _, r := range []string{"deployments", "configmaps", "secrets", "statefulsets", "daemonsets", "jobs", "cronjobs", "pods"} {
 		if n := counter.Count("list", r); n != 1 {
 			t.Errorf("list %s = %d, want 1 (%s)", r, n, counter)
 		}
 	}
-	if counter.Total() != 5 {
-		t.Errorf("%d requests, want 5 (%s)", counter.Total(), counter)
+	for _, r := range []string{"rollouts", "replicasets"} {
+		if n := counter.Count("list", r); n != 2 {
+			t.Errorf("list %s = %d, want 2: the audit's and the users' (%s)", r, n, counter)
+		}
+	}
+	if counter.Total() != 5+7 {
+		t.Errorf("%d requests, want 12 (%s)", counter.Total(), counter)
 	}
 	var got []string
 	for _, f := range rep.Rollouts[0].Findings {
@@ -221,12 +228,12 @@ func TestAudit(t *testing.T) {
 	if w := "ConfigMap cfg-2 ← web-rev2; ConfigMap cfg-shared ← web-rev1,web-rev2; Secret sec-named ← web-rev3"; strings.Join(added, "; ") != w {
 		t.Errorf("added %q, want %q", strings.Join(added, "; "), w)
 	}
-	// 3 patches, a list of each kind before and after, and the namespace's users read just
-	// before the patches (every user counts): ReplicaSets, StatefulSets, DaemonSets, Jobs,
-	// CronJobs, Pods and the Rollouts that control ReplicaSets. That read is as fresh as the
-	// step's, so no owner needs a confirmation of its own.
-	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+7 {
-		t.Errorf("patches %d, want 3, a list of each kind before and after, and 7 lists of the users (%s)", n, counter)
+	// 3 patches, a list of each kind before and after, and the namespace's users read twice:
+	// just before the patches (every user counts: ReplicaSets, StatefulSets, DaemonSets, Jobs,
+	// CronJobs, Pods and the Rollouts that control ReplicaSets; as fresh as the step's read, so
+	// no owner needs a confirmation of its own), and for the shared finding of the report after.
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+2*7 {
+		t.Errorf("patches %d, want 3, a list of each kind before and after, and twice 7 lists of the users (%s)", n, counter)
 	}
 	// The report is the state after the fix.
 	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 0 || s.Stray != 1 || s.Legacy != 2 || s.Unowned != 1 || s.Lost != 1 {

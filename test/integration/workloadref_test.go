@@ -80,8 +80,10 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 	}
 	for _, k := range []string{"cm", "secret"} {
 		name := map[string]string{"cm": "cfg", "secret": "sec"}[k]
-		if uids, _, _ := e.ownerUIDs(k, name); !uids[string(rs.UID)] || len(uids) != 1 {
-			t.Errorf("%s owners %v", name, uids)
+		// The Rollout's ReplicaSet, and (every user counts) the Deployment's own ReplicaSet,
+		// which the deployment controller made from the same template, scaled to zero.
+		if uids, _, _ := e.ownerUIDs(k, name); !uids[string(rs.UID)] || len(uids) != 1+len(deploymentReplicaSets(t, e, d)) {
+			t.Errorf("%s owners %v, want %s and the Deployment's ReplicaSets", name, uids, rs.Name)
 		}
 	}
 
@@ -96,4 +98,20 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 	if uids, _, _ := e.ownerUIDs("cm", "cfg-2"); !uids[string(rs2.UID)] {
 		t.Errorf("cfg-2 owners %v", uids)
 	}
+}
+
+// deploymentReplicaSets are the ReplicaSets the deployment controller made for d.
+func deploymentReplicaSets(t *testing.T, e *env, d *appsv1.Deployment) []string {
+	t.Helper()
+	l, err := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, rs := range l.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			out = append(out, rs.Name)
+		}
+	}
+	return out
 }
