@@ -129,12 +129,18 @@ func rules(o obj) []string {
 }
 
 // controllerRules is exactly what the controller calls (and examples/controller.yaml grants).
-var controllerRules = []string{
+var controllerRules = sortedUnion([]string{
 	"/configmaps:list", "/configmaps:patch", "/configmaps:watch",
 	"/events:create", "/events:patch",
 	"/secrets:list", "/secrets:patch", "/secrets:watch",
 	"apps/replicasets:list", "apps/replicasets:watch",
-}
+	// Every user counts: the workloads and the pod templates that cannot own.
+	"/pods:list", "/pods:watch",
+	"apps/daemonsets:list", "apps/daemonsets:watch", "apps/deployments:list", "apps/deployments:watch",
+	"apps/statefulsets:list", "apps/statefulsets:watch",
+	"argoproj.io/experiments:list", "argoproj.io/experiments:watch", "argoproj.io/rollouts:list", "argoproj.io/rollouts:watch",
+	"batch/cronjobs:list", "batch/cronjobs:watch", "batch/jobs:list", "batch/jobs:watch",
+})
 
 var deleteRules = []string{"/configmaps:delete", "/secrets:delete"}
 
