@@ -6,9 +6,6 @@ import (
 	"sort"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // queueFix records a classified object that Fix may give owners: one candidate per object,
@@ -72,13 +69,4 @@ func (a *Auditor) Fix(ctx context.Context, rep *Report) {
 			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: %v", ns, err))
 		}
 	}
-}
-
-func containsRS(rss []*appsv1.ReplicaSet, uid types.UID) bool {
-	for _, rs := range rss {
-		if rs.UID == uid {
-			return true
-		}
-	}
-	return false
 }
