@@ -1,9 +1,7 @@
 package plugin
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -85,29 +83,6 @@ func (a *Attacher) backoff() wait.Backoff {
 		return DefaultBackoff
 	}
 	return a.Backoff
-}
-
-// ListReplicaSets finds the workload's ReplicaSets with one list request: those matching its
-// selector whose controller owner reference carries the workload's UID (a ReplicaSet with the
-// right labels but another owner is not ours to attach to), oldest first.
-func (a *Attacher) ListReplicaSets(ctx context.Context, w Workload) ([]*appsv1.ReplicaSet, error) {
-	sel, err := w.replicaSetSelector()
-	if err != nil {
-		return nil, err
-	}
-	var list *appsv1.ReplicaSetList
-	err = a.call(ctx, func(ctx context.Context) error {
-		var err error
-		list, err = a.Client.AppsV1().ReplicaSets(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		return err
-	})
-	if err != nil {
-		if isForbidden(err) {
-			return nil, &FailError{fmt.Sprintf("forbidden: cannot list replicasets.apps in namespace %s (%v): grant list on replicasets, see %s", w.Namespace, apiMessage(err), a.rbacHint())}
-		}
-		return nil, fmt.Errorf("listing ReplicaSets of %s: %w", w, err)
-	}
-	return controlled(list.Items, w.UID), nil
 }
 
 // controlled returns the ReplicaSets whose controller reference carries uid, oldest first.

@@ -4,10 +4,11 @@
 //
 // Where to start reading:
 //   - refs.go: which objects a pod template uses (TemplateReferences, RequiredReferences).
-//   - core.go: Attacher.Reconcile, one run over a workload's ReplicaSets; rules.go: classify
-//     (the rule table of an explicit list) and checkLabels (the opt-in policy); adopt.go:
-//     discover, Attacher.Adopt and planAdoption, the object-keyed stage audit -fix and the
-//     controller call; write.go: write, which sends the patches; messages.go: what is reported.
+//   - core.go: Attacher.Reconcile, the one write entry point of every mode; users.go: who
+//     uses an object in its namespace (every user counts: NamespaceUsage, ReadUsage, UserView);
+//     rules.go: classify (the rule table of an explicit list) and checkLabels (the opt-in
+//     policy); adopt.go: discover, Candidate and planWrites, the rules every candidate goes
+//     through; write.go: write, which sends the patches; messages.go: what is reported.
 //   - owners.go: MissingOwners (the one missing-owner computation), ownerPatchFor (the patch,
 //     keyed by owner UID, with the object's UID as a precondition) and addOwners.
 //   - step.go and job.go: the two modes that find a target and wait (Step.Run, WaitAndAttach).

@@ -125,7 +125,7 @@ func MissingOwners(obj Object, owners []metav1.OwnerReference, rss []*appsv1.Rep
 
 // HasReplicaSetOwner tells whether any owner is an apps ReplicaSet: such an object is already
 // collected with its ReplicaSets, so audit does not call it unowned, and a stale view adding
-// one more owner to it cannot orphan it (Candidate.VerifyOwners is only for objects without).
+// one more owner to it cannot orphan it (the live confirmation of a stale view is only for objects without).
 func HasReplicaSetOwner(owners []metav1.OwnerReference) bool {
 	for _, o := range owners {
 		if o.Kind == "ReplicaSet" && strings.HasPrefix(o.APIVersion, "apps/") {

@@ -248,7 +248,7 @@ func (u *NamespaceUsage) UsersOf(o Object) Users {
 func (u *NamespaceUsage) Stale() bool { return u.stale }
 
 // Own returns the workload's ReplicaSets among the namespace's (its selector and controller
-// UID, oldest first), as ListReplicaSets would.
+// UID, oldest first), as OwnReplicaSets picks them.
 func (u *NamespaceUsage) Own(w Workload) ([]*appsv1.ReplicaSet, error) {
 	items := make([]appsv1.ReplicaSet, len(u.ReplicaSets))
 	for i, rs := range u.ReplicaSets {

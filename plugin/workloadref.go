@@ -79,8 +79,7 @@ func (w Workload) replicaSetSelector() (labels.Selector, error) {
 
 // OwnReplicaSets picks the workload's ReplicaSets out of a list of its namespace's already
 // made (audit lists each namespace once for every workload in it): those matching its
-// selector whose controller reference carries its UID, oldest first — what ListReplicaSets
-// returns from its own list request.
+// selector whose controller reference carries its UID, oldest first.
 func OwnReplicaSets(items []appsv1.ReplicaSet, w Workload) ([]*appsv1.ReplicaSet, error) {
 	sel, err := w.replicaSetSelector()
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 type Auditor struct {
 	// Lister makes every read.
 	Lister Lister
-	// Attacher is the core: its Call retries the reads, its Adopt writes what Fix adds.
+	// Attacher is the core: its Call retries the reads, its Reconcile writes what Fix adds.
 	// nil: a default Attacher without clients (reads only).
 	Attacher *plugin.Attacher
 	// Selector opts objects in (default configmap-attacher/revisioned=true).

@@ -1,7 +1,7 @@
 // Package audit reports, per Rollout and Deployment, the ReplicaSets in history, the
 // ConfigMaps and Secrets they use and what is lost, unowned, stray or legacy, and with Fix
 // adds the missing owner references of opted-in objects through the core's ownership
-// pipeline ((*plugin.Attacher).Adopt). The command is plugin/cmd's Audit.
+// entry point ((*plugin.Attacher).Reconcile). The command is plugin/cmd's Audit.
 package audit
 
 import (

@@ -3,7 +3,7 @@
 // ReplicaSets controlled by an Argo Rollouts Rollout (any strategy, workloadRef included) or a
 // Deployment. It covers the paths the step never sees (first deploy, promote --full, fast
 // rollbacks, blueGreen, kubectl rollout undo) through the same core as the step: the
-// project's reference walker, plugin.MissingOwners and plugin.Attacher.Adopt (one
+// project's reference walker and plugin.Attacher.Reconcile, the one write entry point (one
 // add-only strategic merge patch, merged by UID, through the metadata client).
 //
 // Work is keyed by object (namespace/kind/name): one patch carries every live ReplicaSet that

@@ -16,7 +16,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
-// One reconcile: the ReplicaSets that use an object, the core's Adopt, and how failures are
+// One reconcile: the object as a candidate of the core's Reconcile, and how failures are
 // reported.
 
 // watchedUser reports whether a live ReplicaSet of a watched workload kind uses k: only then
