@@ -103,6 +103,12 @@ func start(t *testing.T, cfg Config, rss []*appsv1.ReplicaSet, objs ...*metav1.P
 // startWith is start with any typed objects (ReplicaSets, StatefulSets, Pods, ...).
 func startWith(t *testing.T, cfg Config, kobjs []runtime.Object, objs ...*metav1.PartialObjectMetadata) *harness {
 	t.Helper()
+	return startServed(t, cfg, true, kobjs, objs...)
+}
+
+// startServed is startWith, with the Rollout and Experiment CRDs served or not.
+func startServed(t *testing.T, cfg Config, served bool, kobjs []runtime.Object, objs ...*metav1.PartialObjectMetadata) *harness {
+	t.Helper()
 	sch := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(sch); err != nil {
 		t.Fatal(err)
@@ -118,7 +124,7 @@ func startWith(t *testing.T, cfg Config, kobjs []runtime.Object, objs ...*metav1
 			mobjs = append(mobjs, h)
 		}
 	}
-	cfg.RolloutsServed, cfg.ExperimentsServed = true, true
+	cfg.RolloutsServed, cfg.ExperimentsServed = served, served
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
 	cfg.Kube, cfg.Meta, cfg.Metrics, cfg.Events = h.kube, h.md, h.m, h.events
@@ -538,4 +544,19 @@ func TestBlockedUntilTheBlockerGoes(t *testing.T) {
 	}
 	h.eventually("the patch once the StatefulSet is gone", func() bool { return len(h.patches()) == 1 })
 	equal(t, "patches after", h.patches(), []string{"ConfigMap/shared: web-1"})
+}
+
+// TestStartedBeforeTheRolloutCRD: a controller started before the Rollout CRD existed cannot
+// tell whether a Rollout that controls a ReplicaSet exists, so config a Deployment shares with
+// such a ReplicaSet is blocked (making the Deployment's ReplicaSet its only owner could get it
+// collected under the Rollout's pods); config only the Deployment uses is adopted.
+func TestStartedBeforeTheRolloutCRD(t *testing.T) {
+	ro := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	dep := rs("api-1", "Deployment", spec([]string{"shared", "own"}, nil))
+	h := startServed(t, Config{Deployments: true}, false, []runtime.Object{ro, dep}, meta("ConfigMap", "shared", optIn), meta("ConfigMap", "own", optIn))
+	h.settle()
+	equal(t, "patches", h.patches(), []string{"ConfigMap/own: api-1"})
+	if got := value(h.m.Blocked.WithLabelValues("ConfigMap")); got < 1 {
+		t.Errorf("adoptions_blocked_total = %v, want at least 1 (shared)", got)
+	}
 }
