@@ -44,6 +44,10 @@ const RBACHint = "examples/controller.yaml"
 // index: an index costs a map per object, the largest part of the cache at 10k ReplicaSets.)
 const byRef = "refs"
 
+// byController is the ReplicaSet cache's index by controller (namespace/kind/name): a workload
+// that appears requeues its ReplicaSets' objects (users.go onWorkload).
+const byController = "controller"
+
 // Defaults.
 const (
 	DefaultWorkers       = 4

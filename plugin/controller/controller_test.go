@@ -451,6 +451,40 @@ func TestAuditGauges(t *testing.T) {
 	}
 }
 
+// TestGaugesSkipDeadWorkloads: a ReplicaSet whose workload is gone (the app was deleted; the
+// garbage collector has not deleted the ReplicaSet yet) counts for neither gauge, as audit
+// counts only the ReplicaSets of workloads that exist.
+func TestGaugesSkipDeadWorkloads(t *testing.T) {
+	orphan := rs("old-1", "Rollout", spec([]string{"gone-cfg", "unowned"}, nil))
+	orphan.OwnerReferences[0].Name, orphan.OwnerReferences[0].UID = "old", "uid-old-rollout"
+	h := start(t, Config{DryRun: true}, []*appsv1.ReplicaSet{orphan}, meta("ConfigMap", "unowned", optIn))
+	if unowned, lost := h.ctl.Audit(); unowned[ns] != 0 || lost[ns] != 0 {
+		t.Errorf("unowned %v lost %v, want 0 and 0 for a dead workload's ReplicaSet", unowned, lost)
+	}
+}
+
+// TestWorkloadSeenAfterItsReplicaSet: the ReplicaSet of a recreated app reaches the cache
+// before its Rollout does; it cannot own yet (its controller looks gone), and the Rollout's own
+// add event brings its objects back at once, not at the next resync.
+func TestWorkloadSeenAfterItsReplicaSet(t *testing.T) {
+	h := start(t, Config{}, nil, meta("ConfigMap", "cfg", optIn))
+	h.settle()
+	fresh := rs("web2-1", "Rollout", spec([]string{"cfg"}, nil))
+	fresh.OwnerReferences[0].Name, fresh.OwnerReferences[0].UID = "web2", "uid-web2"
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), fresh, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	equal(t, "patches before the Rollout is seen", h.patches(), nil)
+	ro := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web2", Namespace: ns, UID: "uid-web2"}}
+	if _, err := h.md.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}).Namespace(ns).(fakeWriter).CreateFake(ro, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the patch once the Rollout is seen", func() bool { return len(h.patches()) == 1 })
+	equal(t, "patches", h.patches(), []string{"ConfigMap/cfg: web2-1"})
+}
+
 func TestTransforms(t *testing.T) {
 	c, err := New(Config{Kube: fake.NewClientset(), Meta: metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), Selector: plugin.OptInSelector(), Rollouts: true})
 	if err != nil {

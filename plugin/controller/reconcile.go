@@ -65,7 +65,8 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	}
 	if len(res.Added) == 0 && err == nil {
 		if len(res.Plan.Writes) > 0 {
-			// Every ReplicaSet to add is gone (the cache lagged): its delete event brings us back.
+			// Every ReplicaSet to add is gone, or its workload is (the caches lagged): the add
+			// event of the ReplicaSet or of the workload that replaces it brings us back.
 			log.Info("the ReplicaSets to add no longer exist; nothing written")
 		}
 		c.reacted(k, false)

@@ -287,8 +287,10 @@ func (c *Controller) Audit() (unowned, lost map[string]int) {
 		byNS := map[string][]plugin.GapReplicaSet{}
 		for _, it := range sc.rs.GetIndexer().List() {
 			rs, ok := it.(*cachedReplicaSet)
-			if !ok || len(rs.Refs) == 0 || c.workloadOf(rs.OwnerReferences) == nil {
-				continue // no watched workload controls it
+			if !ok || len(rs.Refs) == 0 || c.workloadOf(rs.OwnerReferences) == nil || c.controllerState(sc, rs) != plugin.ControllerLive {
+				// No watched workload controls it, or its workload is gone (audit counts the
+				// ReplicaSets of workloads that exist): the garbage collector deletes it.
+				continue
 			}
 			byNS[rs.Namespace] = append(byNS[rs.Namespace], plugin.GapReplicaSet{Live: rs.DeletionTimestamp == nil, Refs: rs.Refs, Required: rs.Required})
 		}

@@ -128,6 +128,12 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if err := inf.SetTransform(compactWorkload); err != nil {
 			return fmt.Errorf("%s informer transform: %w", w.kind, err)
 		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { c.onWorkload(sc, w.kind, obj, initial) },
+			UpdateFunc: func(_, obj any) { c.onWorkload(sc, w.kind, obj, false) },
+		}); err != nil {
+			return fmt.Errorf("%s event handler: %w", w.kind, err)
+		}
 		sc.workloads[w.kind] = inf
 	}
 	sc.templates = []cache.SharedIndexInformer{
@@ -148,6 +154,32 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		}
 	}
 	return nil
+}
+
+// onWorkload queues the objects of a workload's ReplicaSets when the workload appears (or is
+// recreated under the same name): its ReplicaSets may have been seen first, while their
+// controller was still unknown or looked gone, and nothing else would bring their objects
+// back before the resync. The initial list needs nothing: the full reconcile follows it.
+func (c *Controller) onWorkload(sc *scope, kind string, obj any, initial bool) {
+	m, ok := obj.(*cachedObject)
+	if !ok || initial || m.Deleting {
+		return
+	}
+	items, _ := sc.rs.GetIndexer().ByIndex(byController, m.Namespace+"/"+kind+"/"+m.Name)
+	for _, it := range items {
+		if rs, ok := it.(*cachedReplicaSet); ok && controllerUID(rs.OwnerReferences) == m.UID {
+			c.onReplicaSet(rs, true)
+		}
+	}
+}
+
+// controllerIndex is the ReplicaSet cache's index by controller: namespace/kind/name.
+func controllerIndex(obj any) ([]string, error) {
+	rs, ok := obj.(*cachedReplicaSet)
+	if !ok || len(rs.OwnerReferences) == 0 {
+		return nil, nil
+	}
+	return []string{rs.Namespace + "/" + rs.OwnerReferences[0].Kind + "/" + rs.OwnerReferences[0].Name}, nil
 }
 
 // onTemplateDelete queues the opted-in objects a deleted blocker referenced.

@@ -32,7 +32,7 @@ func (c *Controller) addScope(ns string) error {
 	if err := sc.rs.SetTransform(c.compactReplicaSet); err != nil {
 		return fmt.Errorf("ReplicaSet informer transform: %w", err)
 	}
-	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex}); err != nil {
+	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex, byController: controllerIndex}); err != nil {
 		return fmt.Errorf("ReplicaSet indexes: %w", err)
 	}
 	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{

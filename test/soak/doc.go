@@ -1,7 +1,10 @@
 // Package soak is the invariant soak (issue 13): random, weighted rollout operations and
 // injected faults against the real control plane (test/cluster), the real Argo Rollouts
 // controller with the step plugin and `configmap-attacher controller` (2 replicas with leader
-// election), with the ownership invariants checked every second and again once quiet.
+// election), with the ownership invariants checked every second and again once quiet. Besides
+// the SOAK_ROLLOUTS workloads (one namespace each) there is a shared-config namespace: a step
+// Rollout and a Deployment sharing an opted-in ConfigMap, and a StatefulSet sharing an opted-in
+// Secret with the Rollout; operations include delete-and-recreate of a workload.
 //
 //	make soak                              # 10 minutes, writes docs/soak.md
 //	SOAK_SEED=7 SOAK_DURATION=3m make soak # replay a seed

@@ -28,6 +28,9 @@ type quietResult struct {
 	rvWindow      time.Duration
 	gauges        map[string][2]float64 // ns -> unowned, lost (leader's gauges)
 	audit         map[string][2]float64 // ns -> unowned, lost (audit)
+	auditGaps     map[string][2]float64 // ns -> unowned, lost (audit's gaps: the gauges' computation)
+	auditFindings map[string][]string   // ns -> the audit's unowned and lost findings
+	unattributed  []string              // the audit's unattributed findings (not compared)
 	auditScope    string
 	auditErr      string
 	final         []string // unowned/lost pairs seen by the soak's own final check
@@ -129,16 +132,26 @@ func (s *soak) final() *quietResult {
 	s.checkLeaks()
 	// Invariant 6: the gauges (recomputed every 10 s: the window above was longer) agree with a
 	// fresh audit.
-	q.gauges, q.audit, q.auditScope, q.auditErr = s.gaugesAndAudit()
+	q.gauges, q.audit, q.auditScope, q.auditErr = s.gaugesAndAudit(q)
+	detail := func(ns string) string {
+		d := fmt.Sprintf(" (audit's gaps: unowned=%v lost=%v; its findings: %s)", q.auditGaps[ns][0], q.auditGaps[ns][1], strings.Join(q.auditFindings[ns], "; "))
+		if snap, err := s.mon.list(nowCtx()); err == nil {
+			d += "; the soak's own reading: " + strings.Join(unownedIn(snap, ns), ", ")
+		}
+		return d
+	}
 	for ns, g := range q.gauges {
 		if a := q.audit[ns]; a != g && q.auditScope != "" && (q.auditScope == "all" || strings.Contains(q.auditScope, ns)) {
-			s.addViolation(6, fmt.Sprintf("namespace %s: gauges unowned=%v lost=%v, audit unowned=%v lost=%v", ns, g[0], g[1], a[0], a[1]))
+			s.addViolation(6, fmt.Sprintf("namespace %s: gauges unowned=%v lost=%v, audit unowned=%v lost=%v", ns, g[0], g[1], a[0], a[1])+detail(ns))
 		}
 	}
 	for ns, a := range q.audit {
 		if _, ok := q.gauges[ns]; !ok && (a[0] != 0 || a[1] != 0) {
-			s.addViolation(6, fmt.Sprintf("namespace %s: no gauge, audit unowned=%v lost=%v", ns, a[0], a[1]))
+			s.addViolation(6, fmt.Sprintf("namespace %s: no gauge, audit unowned=%v lost=%v", ns, a[0], a[1])+detail(ns))
 		}
+	}
+	for _, u := range q.unattributed {
+		s.note("audit, unattributed (not a gauge figure, not compared): %s", u)
 	}
 	for _, f := range q.final {
 		s.addViolation(2, "after quiet: "+f)
@@ -201,7 +214,8 @@ func (s *soak) resourceVersions() (map[string]rvInfo, error) {
 
 // gaugesAndAudit scrapes the leader's unowned and lost gauges and runs a fresh
 // `configmap-attacher audit -A -o json`.
-func (s *soak) gaugesAndAudit() (gauges, audit map[string][2]float64, scope, auditErr string) {
+func (s *soak) gaugesAndAudit(q *quietResult) (gauges, audit map[string][2]float64, scope, auditErr string) {
+	q.auditGaps, q.auditFindings = map[string][2]float64{}, map[string][]string{}
 	gauges = map[string][2]float64{}
 	if r := s.leader(); r != nil {
 		if m, err := r.scrape(); err == nil {
@@ -252,10 +266,15 @@ func (s *soak) gaugesAndAudit() (gauges, audit map[string][2]float64, scope, aud
 		case map[string]any:
 			typ, _ := x["type"].(string)
 			ns, _ := x["namespace"].(string)
+			if uo, ok := x["unownedObjects"].(float64); ok && soakNS(ns) {
+				lr, _ := x["lostReferences"].(float64)
+				q.auditGaps[ns] = [2]float64{uo, lr}
+			}
 			if (typ == "unowned" || typ == "lost") && soakNS(ns) {
 				key := fmt.Sprint(typ, ns, x["kind"], x["name"], x["replicaSet"])
 				if !seen[key] {
 					seen[key] = true
+					q.auditFindings[ns] = append(q.auditFindings[ns], fmt.Sprintf("%s %v/%v rs=%v: %v", typ, x["kind"], x["name"], x["replicaSet"], x["message"]))
 					a := audit[ns]
 					if typ == "unowned" {
 						a[0]++
@@ -272,6 +291,19 @@ func (s *soak) gaugesAndAudit() (gauges, audit map[string][2]float64, scope, aud
 			for _, e := range x {
 				walk(e)
 			}
+		}
+	}
+	// The unattributed findings (objects no ReplicaSet of an audited workload uses, e.g. the
+	// Secret only the StatefulSet and old revisions use) are not the gauges' (plugin.Gaps counts
+	// the objects live watched ReplicaSets reference): noted, not compared.
+	if m, ok := rep.(map[string]any); ok {
+		if un, ok := m["unattributed"].([]any); ok {
+			for _, f := range un {
+				if x, ok := f.(map[string]any); ok {
+					q.unattributed = append(q.unattributed, fmt.Sprintf("%v %v %v/%v: %v", x["namespace"], x["type"], x["kind"], x["name"], x["message"]))
+				}
+			}
+			delete(m, "unattributed")
 		}
 	}
 	walk(rep)

@@ -80,6 +80,7 @@ type monitor struct {
 	unowned      map[string]*window // opted-in object referenced by a live ReplicaSet, no owner
 	missingOwner map[string]*window // object <- a live ReplicaSet that references it but is not an owner
 	missing      map[string]int     // ReplicaSet -> object it references that does not exist: ticks seen
+	gone         map[string]int     // live workload -> object its template references that does not exist: ticks seen
 	orphaned     map[string]*window // all owners gone, not collected yet
 	hadOwner     map[string]bool
 	reported     map[string]bool // violations reported once per key
@@ -111,7 +112,7 @@ type reaction struct {
 }
 
 func newMonitor(s *soak) *monitor {
-	return &monitor{s: s, unowned: map[string]*window{}, missingOwner: map[string]*window{}, missing: map[string]int{},
+	return &monitor{s: s, unowned: map[string]*window{}, missingOwner: map[string]*window{}, missing: map[string]int{}, gone: map[string]int{},
 		orphaned: map[string]*window{}, hadOwner: map[string]bool{}, reported: map[string]bool{},
 		rsAdded: map[types.UID]time.Time{}, objAdded: map[string]time.Time{}}
 }
@@ -272,11 +273,91 @@ func (m *monitor) run(stop <-chan struct{}, done chan<- struct{}) {
 type snapshot struct {
 	rss  []appsv1.ReplicaSet
 	objs map[string]*obj
+	// workloads: every Rollout, Deployment, StatefulSet, DaemonSet, Job and CronJob (of the
+	// soak's namespaces) with its current pod template; controllers: the live (not being
+	// deleted) Rollouts and Deployments, "Kind/ns/name" -> UID.
+	workloads   []workloadTpl
+	controllers map[string]types.UID
+	// blocked: the objects a live pod template that cannot own uses (StatefulSet, DaemonSet,
+	// Job, CronJob): the core leaves them alone, no owner is due.
+	blocked map[string]string
+}
+
+// workloadTpl is a workload of any kind as the monitor reads it.
+type workloadTpl struct {
+	kind, ns, name string
+	uid            types.UID
+	live           bool // exists and is not being deleted
+	spec           *corev1.PodSpec
+}
+
+func (w workloadTpl) String() string { return w.kind + " " + w.ns + "/" + w.name }
+
+// canOwn: the kind's pods run from ReplicaSets, which own the objects.
+func canOwn(kind string) bool { return kind == "Rollout" || kind == "Deployment" }
+
+// listWorkloads lists the workloads of every kind in the soak's namespaces.
+func (m *monitor) listWorkloads(ctx context.Context) ([]workloadTpl, error) {
+	var out []workloadTpl
+	add := func(kind string, meta metav1.ObjectMeta, spec *corev1.PodSpec) {
+		if soakNS(meta.Namespace) {
+			out = append(out, workloadTpl{kind: kind, ns: meta.Namespace, name: meta.Name, uid: meta.UID, live: meta.DeletionTimestamp == nil, spec: spec})
+		}
+	}
+	rol, err := m.s.wd.ro.ArgoprojV1alpha1().Rollouts("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range rol.Items {
+		add("Rollout", rol.Items[i].ObjectMeta, &rol.Items[i].Spec.Template.Spec)
+	}
+	dl, err := m.s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range dl.Items {
+		add("Deployment", dl.Items[i].ObjectMeta, &dl.Items[i].Spec.Template.Spec)
+	}
+	stl, err := m.s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range stl.Items {
+		add("StatefulSet", stl.Items[i].ObjectMeta, &stl.Items[i].Spec.Template.Spec)
+	}
+	dsl, err := m.s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range dsl.Items {
+		add("DaemonSet", dsl.Items[i].ObjectMeta, &dsl.Items[i].Spec.Template.Spec)
+	}
+	jl, err := m.s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range jl.Items {
+		add("Job", jl.Items[i].ObjectMeta, &jl.Items[i].Spec.Template.Spec)
+	}
+	cjl, err := m.s.kube.BatchV1().CronJobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range cjl.Items {
+		add("CronJob", cjl.Items[i].ObjectMeta, &cjl.Items[i].Spec.JobTemplate.Spec.Template.Spec)
+	}
+	return out, nil
 }
 
 func (m *monitor) list(ctx context.Context) (*snapshot, error) {
-	// ReplicaSets first: an object a listed ReplicaSet references was created before it, so a
-	// later list shows it unless it was deleted.
+	// Workloads first, then ReplicaSets: an object a listed workload or ReplicaSet references
+	// was created before it, so a later list shows it unless it was deleted. (A controller
+	// created after its list makes its new ReplicaSets not live for one tick; one deleted
+	// after it, its ReplicaSets live for one more.)
+	wls, err := m.listWorkloads(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rsl, err := m.s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -289,7 +370,22 @@ func (m *monitor) list(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{objs: map[string]*obj{}}
+	snap := &snapshot{objs: map[string]*obj{}, workloads: wls, controllers: map[string]types.UID{}, blocked: map[string]string{}}
+	for _, w := range wls {
+		if !w.live {
+			continue
+		}
+		if canOwn(w.kind) {
+			snap.controllers[w.kind+"/"+w.ns+"/"+w.name] = w.uid
+			continue
+		}
+		for _, r := range cluster.PodConfigRefs(w.spec) {
+			k := objKey(w.ns, r.Kind, r.Name)
+			if snap.blocked[k] == "" {
+				snap.blocked[k] = w.String()
+			}
+		}
+	}
 	for _, rs := range rsl.Items {
 		if soakNS(rs.Namespace) {
 			snap.rss = append(snap.rss, rs)
@@ -311,9 +407,21 @@ func (m *monitor) list(ctx context.Context) (*snapshot, error) {
 	return snap, nil
 }
 
-func liveRS(rs *appsv1.ReplicaSet) bool {
+// liveRSMeta: not being deleted, controlled by a Rollout or a Deployment.
+func liveRSMeta(rs *appsv1.ReplicaSet) bool {
 	ref := metav1.GetControllerOf(rs)
-	return rs.DeletionTimestamp == nil && ref != nil && (ref.Kind == "Rollout" || ref.Kind == "Deployment")
+	return rs.DeletionTimestamp == nil && ref != nil && canOwn(ref.Kind)
+}
+
+// liveRS: not being deleted, and its controller (kind, name, UID) exists and is not being
+// deleted. A ReplicaSet whose controller is gone (deleted, or deleted and recreated: another
+// UID) is the garbage collector's: it never becomes an owner, and its references are not due.
+func (snap *snapshot) liveRS(rs *appsv1.ReplicaSet) bool {
+	if !liveRSMeta(rs) {
+		return false
+	}
+	ref := metav1.GetControllerOf(rs)
+	return snap.controllers[ref.Kind+"/"+rs.Namespace+"/"+ref.Name] == ref.UID
 }
 
 // tick checks invariants 1-5 on one set of lists.
@@ -336,7 +444,7 @@ func (m *monitor) tick() error {
 	for i := range snap.rss {
 		rs := &snap.rss[i]
 		allRS[rs.UID] = rs
-		if !liveRS(rs) {
+		if !snap.liveRS(rs) {
 			continue
 		}
 		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
@@ -355,8 +463,8 @@ func (m *monitor) tick() error {
 				}
 				continue
 			}
-			if !o.optedIn() {
-				continue
+			if !o.optedIn() || snap.blocked[key] != "" {
+				continue // a blocked object is left alone (invariant 7 checks it stays unowned)
 			}
 			if len(o.meta.OwnerReferences) == 0 {
 				seenUnowned[key] = true
@@ -367,6 +475,39 @@ func (m *monitor) tick() error {
 			}
 			if !owner {
 				seenMissingOwner[pair] = true
+			}
+		}
+	}
+	// Invariant 7: no object that a live workload's current template references is missing,
+	// and one that a template which cannot own uses (StatefulSet, ...) gains no ReplicaSet owner.
+	seenGone := map[string]bool{}
+	for i := range snap.workloads {
+		wl := &snap.workloads[i]
+		if !wl.live {
+			continue
+		}
+		for _, r := range cluster.PodConfigRefs(wl.spec) {
+			key := objKey(wl.ns, r.Kind, r.Name)
+			pair := key + " <- " + wl.String()
+			o := snap.objs[key]
+			if o == nil {
+				seenGone[pair] = true
+				m.mu.Lock()
+				m.gone[pair]++
+				n := m.gone[pair]
+				m.mu.Unlock()
+				if n >= 2 {
+					m.confirmGone(*wl, r, pair)
+				}
+				continue
+			}
+			if !canOwn(wl.kind) {
+				for _, ref := range o.meta.OwnerReferences {
+					if ref.Kind == "ReplicaSet" {
+						m.violation(7, "blocked owner "+key+" "+string(ref.UID), fmt.Sprintf("%s, used by %s (which cannot own it: adoption is blocked), gained the ReplicaSet owner %s: the garbage collector deletes it with its ReplicaSet owners while %s still uses it (owners %s)",
+							key, wl, ref.Name, wl, refsString(o.meta.OwnerReferences)))
+					}
+				}
 			}
 		}
 	}
@@ -439,6 +580,11 @@ func (m *monitor) tick() error {
 			delete(m.missing, k)
 		}
 	}
+	for k := range m.gone {
+		if !seenGone[k] {
+			delete(m.gone, k)
+		}
+	}
 	m.mu.Unlock()
 	m.windows(m.unowned, seenUnowned, now, true, snap)
 	m.windows(m.missingOwner, seenMissingOwner, now, false, snap)
@@ -495,11 +641,95 @@ func (m *monitor) confirmMissing(rs *appsv1.ReplicaSet, r cluster.ConfigRef, pai
 		return
 	}
 	cur, err := m.s.kube.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
-	if err != nil || cur.UID != rs.UID || !liveRS(cur) {
+	if err != nil || cur.UID != rs.UID || !liveRSMeta(cur) {
 		return
+	}
+	ref := metav1.GetControllerOf(cur)
+	if _, ok := m.getWorkload(ctx, ref.Kind, cur.Namespace, ref.Name, ref.UID); !ok {
+		return // its controller is gone: the garbage collector's
 	}
 	m.violation(1, "missing "+pair, fmt.Sprintf("ReplicaSet %s/%s (revision %s%s) references %s, which does not exist: a pod of it would fail with CreateContainerConfigError",
 		rs.Namespace, rs.Name, rs.Annotations["rollout.argoproj.io/revision"], rs.Annotations["deployment.kubernetes.io/revision"], r))
+}
+
+// getWorkload re-reads a workload: its pod template if it exists with that UID and is not
+// being deleted.
+func (m *monitor) getWorkload(ctx context.Context, kind, ns, name string, uid types.UID) (*corev1.PodSpec, bool) {
+	var meta metav1.ObjectMeta
+	var spec *corev1.PodSpec
+	switch kind {
+	case "Rollout":
+		ro, err := m.s.wd.ro.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = ro.ObjectMeta, &ro.Spec.Template.Spec
+	case "Deployment":
+		d, err := m.s.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = d.ObjectMeta, &d.Spec.Template.Spec
+	case "StatefulSet":
+		x, err := m.s.kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = x.ObjectMeta, &x.Spec.Template.Spec
+	case "DaemonSet":
+		x, err := m.s.kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = x.ObjectMeta, &x.Spec.Template.Spec
+	case "Job":
+		x, err := m.s.kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = x.ObjectMeta, &x.Spec.Template.Spec
+	case "CronJob":
+		x, err := m.s.kube.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		meta, spec = x.ObjectMeta, &x.Spec.JobTemplate.Spec.Template.Spec
+	default:
+		return nil, false
+	}
+	if meta.UID != uid || meta.DeletionTimestamp != nil {
+		return nil, false
+	}
+	return spec, true
+}
+
+// confirmGone re-reads the object and the workload before reporting invariant 7: the object
+// is not found, and the workload (same UID, not being deleted) still references it.
+func (m *monitor) confirmGone(wl workloadTpl, r cluster.ConfigRef, pair string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if r.Kind == "Secret" {
+		_, err = m.s.kube.CoreV1().Secrets(wl.ns).Get(ctx, r.Name, metav1.GetOptions{})
+	} else {
+		_, err = m.s.kube.CoreV1().ConfigMaps(wl.ns).Get(ctx, r.Name, metav1.GetOptions{})
+	}
+	if !apierrors.IsNotFound(err) {
+		return
+	}
+	spec, ok := m.getWorkload(ctx, wl.kind, wl.ns, wl.name, wl.uid)
+	if !ok {
+		return
+	}
+	still := false
+	for _, x := range cluster.PodConfigRefs(spec) {
+		still = still || x == r
+	}
+	if !still {
+		return
+	}
+	m.violation(7, "gone "+pair, fmt.Sprintf("%s (live, uid %s) references %s in its current pod template, which was deleted: a pod of it would fail with CreateContainerConfigError",
+		wl, short(wl.uid), r))
 }
 
 // confirmLeak re-reads the object and its owners before reporting invariant 3.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const nsPrefix = "soak-"
@@ -409,6 +410,17 @@ func (s *soak) setup(n int) {
 		}
 		s.wd.ws = append(s.wd.ws, w)
 	}
+	// The shared-config namespace: a step Rollout and a Deployment sharing an opted-in
+	// ConfigMap, and a StatefulSet sharing an opted-in Secret with the Rollout.
+	g := &group{ns: fmt.Sprintf("%s%d-shared", nsPrefix, n), sts: fmt.Sprintf("app%d-cache", n)}
+	g.ro = &workload{kind: kindCanary, ns: g.ns, name: fmt.Sprintf("app%d", n), image: 1, group: g, useSts: true}
+	g.dep = &workload{kind: kindDeployment, ns: g.ns, name: fmt.Sprintf("app%d-d", n), image: 1, group: g}
+	g.ws = []*workload{g.ro, g.dep}
+	if err := s.wd.setupGroup(g); err != nil {
+		t.Fatalf("set up the shared namespace %s: %v", g.ns, err)
+	}
+	s.wd.ws = append(s.wd.ws, g.ws...)
+	s.wd.groups = append(s.wd.groups, g)
 	s.mon = newMonitor(s)
 	// Every workload reaches its first ReplicaSet, and the controller mode elects a leader.
 	deadline := time.Now().Add(90 * time.Second)
@@ -455,6 +467,8 @@ var opWeights = []struct {
 	{"retry", 4, false},
 	{"undo", 6, false},
 	{"deletePods", 8, false},
+	{"sharedRevision", 5, false},
+	{"recreate", 3, false},
 	{"restartRollouts", 2, true},
 	{"killPlugin", 3, true},
 	{"killLeader", 3, true},
@@ -558,6 +572,14 @@ func (s *soak) do(kind string, throttleEnd *time.Time) (detail, target string, e
 		w := s.randomWorkload(func(w *workload) bool { return w.kind != kindWorkloadRef })
 		detail, err = s.wd.undo(w)
 		return detail, w.String(), err
+	case "sharedRevision":
+		if len(s.wd.groups) == 0 {
+			return "skip", "", nil
+		}
+		return s.sharedRevision(s.wd.groups[s.wd.rnd.Intn(len(s.wd.groups))])
+	case "recreate":
+		w := s.randomWorkload(func(w *workload) bool { return w.kind != kindWorkloadRef })
+		return s.recreate(w)
 	case "deletePods":
 		w := s.randomWorkload(anyWorkload)
 		detail, err = s.wd.deletePods(w, 1+s.wd.rnd.Intn(2))
@@ -641,31 +663,9 @@ func (s *soak) endThrottle() {
 // apply is a GitOps sync: the revision's objects, the template, then the prune. Never while
 // the controller mode has no leader or the apiserver is out (deferred, counted).
 func (s *soak) apply(w *workload, newConfig bool) (string, string, error) {
-	if !s.apiUp() {
-		s.deferred["apiserver out"]++
-		return "deferred: apiserver out", w.String(), nil
+	if why := s.gate(w); why != "" {
+		return why, w.String(), nil
 	}
-	s.mu.Lock()
-	leaderOK := s.leaderOK
-	s.mu.Unlock()
-	if !leaderOK || s.leader() == nil {
-		s.deferred["no controller-mode leader"]++
-		return "deferred: no controller-mode leader", w.String(), nil
-	}
-	// The previous sync has been acted on: its ReplicaSet exists and is owned.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, why := s.wd.settled(w)
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			s.deferred["previous revision not rolled out"]++
-			return "deferred: " + why, w.String(), nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	s.waitOwned(w, 10*time.Second)
 	var detail string
 	if newConfig {
 		detail = s.wd.nextRevision(w)
@@ -693,6 +693,110 @@ func (s *soak) apply(w *workload, newConfig bool) (string, string, error) {
 	return detail, w.String(), err
 }
 
+// gate is what every sync waits for, or the reason it is deferred ("deferred: ..."): never
+// while the controller mode has no leader or the apiserver is out; and the previous sync of
+// each workload has been acted on (its ReplicaSet exists and its objects are owned).
+func (s *soak) gate(ws ...*workload) string {
+	if !s.apiUp() {
+		s.deferred["apiserver out"]++
+		return "deferred: apiserver out"
+	}
+	s.mu.Lock()
+	leaderOK := s.leaderOK
+	s.mu.Unlock()
+	if !leaderOK || s.leader() == nil {
+		s.deferred["no controller-mode leader"]++
+		return "deferred: no controller-mode leader"
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, w := range ws {
+		for {
+			ok, why := s.wd.settled(w)
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				s.deferred["previous revision not rolled out"]++
+				return "deferred: " + w.name + ": " + why
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	s.waitOwned(ws[0], 10*time.Second)
+	return ""
+}
+
+// sharedRevision is a GitOps sync of the shared-config namespace: a new shared ConfigMap
+// (and, sometimes, the Rollout starts or stops mounting the StatefulSet's Secret), both
+// templates written, then the prune.
+func (s *soak) sharedRevision(g *group) (string, string, error) {
+	target := g.ns + " (shared: " + g.ro.name + ", " + g.dep.name + ")"
+	if why := s.gate(g.ws...); why != "" {
+		return why, target, nil
+	}
+	detail := s.wd.nextSharedRevision(g)
+	if s.wd.rnd.Float64() < 0.3 {
+		g.ro.useSts = !g.ro.useSts
+	}
+	if g.ro.useSts {
+		detail += fmt.Sprintf("; %s mounts the StatefulSet's Secret %s", g.ro.name, g.sec)
+	} else {
+		detail += fmt.Sprintf("; %s does not mount the StatefulSet's Secret", g.ro.name)
+	}
+	s.mu.Lock()
+	err := s.wd.applyGroupConfig(g)
+	s.mu.Unlock()
+	if err != nil {
+		return detail, target, err
+	}
+	for _, w := range g.ws {
+		if err := s.wd.applyTemplate(w); err != nil {
+			return detail, target, err
+		}
+	}
+	deleted, err := s.wd.prune(g.ro)
+	s.mu.Lock()
+	s.applies++
+	s.pruned += len(deleted)
+	s.mu.Unlock()
+	if len(deleted) > 0 {
+		detail += "; prune deleted " + strings.Join(deleted, ", ")
+	}
+	return detail, target, err
+}
+
+// recreate is `kubectl delete -f` and `kubectl apply -f` of a workload: its Rollout or
+// Deployment and its revision's ConfigMap and Secret deleted (the controller waited for until
+// gone), then the objects created again with the same names and content, then the controller
+// with the same name and template and a new UID. Its old ReplicaSets, controller gone, are the
+// garbage collector's; they never become owners of the new objects.
+func (s *soak) recreate(w *workload) (string, string, error) {
+	if why := s.gate(w); why != "" {
+		return why, w.String(), nil
+	}
+	old, err := s.wd.deleteWorkload(w)
+	detail := fmt.Sprintf("deleted %s %s (uid %s), ConfigMap %s, Secret %s", w.controllerKind(), w.name, short(old), w.cm, w.sec)
+	if err != nil {
+		return detail, w.String(), err
+	}
+	s.mu.Lock()
+	err = s.wd.applyConfig(w)
+	s.mu.Unlock()
+	if err != nil {
+		return detail, w.String(), err
+	}
+	uid, err := s.wd.createWorkload(w)
+	detail += fmt.Sprintf("; recreated them (uid %s)", short(uid))
+	return detail, w.String(), err
+}
+
+func short(uid types.UID) string {
+	if len(uid) > 8 {
+		return string(uid[:8])
+	}
+	return string(uid)
+}
+
 // waitOwned waits until every opted-in object the workload's live ReplicaSets reference is
 // owned by each of them (a GitOps sync does not follow the previous one within milliseconds).
 func (s *soak) waitOwned(w *workload, timeout time.Duration) {
@@ -712,16 +816,17 @@ func unownedIn(snap *snapshot, ns string) []string {
 	var out []string
 	for i := range snap.rss {
 		rs := &snap.rss[i]
-		if (ns != "" && rs.Namespace != ns) || !liveRS(rs) {
+		if (ns != "" && rs.Namespace != ns) || !snap.liveRS(rs) {
 			continue
 		}
 		for _, r := range cluster.PodConfigRefs(&rs.Spec.Template.Spec) {
-			o := snap.objs[objKey(rs.Namespace, r.Kind, r.Name)]
+			k := objKey(rs.Namespace, r.Kind, r.Name)
+			o := snap.objs[k]
 			if o == nil {
 				out = append(out, "lost "+r.String()+" <- "+rs.Name)
 				continue
 			}
-			if !o.optedIn() {
+			if !o.optedIn() || snap.blocked[k] != "" {
 				continue
 			}
 			owned := false

@@ -50,12 +50,37 @@ type workload struct {
 	rev      int // Git revision (applies so far)
 	image    int
 	cm, sec  string // the objects of the current Git revision
+	// group: the shared-config namespace this workload is one of (nil: alone in its
+	// namespace). useSts: the template also mounts the group's StatefulSet Secret.
+	group  *group
+	useSts bool
+}
+
+// group is the shared-config fixture: one namespace, one Git repository, with a Rollout (the
+// step Rollout) and a Deployment whose templates both use the group's opted-in ConfigMap
+// (every user counts: the ReplicaSets of both become its owners), and a StatefulSet whose
+// template uses the group's opted-in Secret, which the Rollout's template uses too while
+// useSts (the StatefulSet blocks its adoption: it never gains an owner, and is never deleted).
+type group struct {
+	ns      string
+	rev     int
+	cm, sec string // the shared ConfigMap (current shared revision), the StatefulSet's Secret
+	sts     string // the StatefulSet's name
+	ro, dep *workload
+	ws      []*workload
 }
 
 func (w *workload) String() string { return w.ns + "/" + w.name + " (" + string(w.kind) + ")" }
 
 // isRollout: the workload is an Argo Rollout (promote, abort, retry apply).
 func (w *workload) isRollout() bool { return w.kind != kindDeployment }
+
+func (w *workload) controllerKind() string {
+	if w.kind == kindDeployment {
+		return "Deployment"
+	}
+	return "Rollout"
+}
 
 func (w *workload) deploymentName() string {
 	if w.kind == kindWorkloadRef {
@@ -79,6 +104,8 @@ type world struct {
 	ro   rolloutsclient.Interface
 	rnd  *rand.Rand
 	ws   []*workload
+	// groups: the shared-config namespaces (their workloads are in ws too).
+	groups []*group
 	// created: every opted-in object the soak created, with what it was created with.
 	created map[string]*tracked
 }
@@ -103,7 +130,7 @@ func objKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name 
 
 func (w *workload) template(wd *world) corev1.PodTemplateSpec {
 	no := false
-	return corev1.PodTemplateSpec{
+	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: w.name}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
@@ -122,10 +149,39 @@ func (w *workload) template(wd *world) corev1.PodTemplateSpec {
 			},
 		},
 	}
+	if g := w.group; g != nil {
+		c := &t.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "shared", MountPath: "/etc/shared", ReadOnly: true})
+		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: "shared", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: g.cm}}}})
+		if w.useSts {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "cache", MountPath: "/etc/cache", ReadOnly: true})
+			t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: g.sec}}})
+		}
+	}
+	return t
+}
+
+// stsTemplate is the group's StatefulSet template: the static ConfigMap and the group's Secret.
+func (g *group) stsTemplate() corev1.PodTemplateSpec {
+	no := false
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: g.sts}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "cache", Image: "registry.invalid/cache:1",
+				EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staticName}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/etc/cache", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: g.sec}}}},
+		},
+	}
 }
 
 func (w *workload) pluginStep() v1alpha1.CanaryStep {
-	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{w.cm}, "secrets": []string{w.sec}})
+	cms := []string{w.cm}
+	if w.group != nil {
+		cms = append(cms, w.group.cm) // listed: the step makes the Deployment's ReplicaSets owners too
+	}
+	cfg, _ := json.Marshal(map[string]any{"configMaps": cms, "secrets": []string{w.sec}})
 	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}
 }
 
@@ -192,30 +248,111 @@ func (wd *world) nextRevision(w *workload) string {
 
 // setup creates the namespace objects and the workload at revision 1.
 func (wd *world) setup(w *workload) error {
-	ctx := nowCtx()
-	if _, err := wd.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}, metav1.CreateOptions{}); err != nil {
+	if err := wd.setupNamespace(w.ns); err != nil {
 		return err
 	}
-	for {
-		if _, err := wd.kube.CoreV1().ServiceAccounts(w.ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("namespace %s: no default ServiceAccount", w.ns)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	staticData := map[string]string{"STATIC": "shared, static, unlabelled"}
-	if _, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	wd.created[objKey(w.ns, "ConfigMap", staticName)] = &tracked{key: objKey(w.ns, "ConfigMap", staticName), data: staticData, static: true}
 	wd.nextRevision(w)
 	if err := wd.applyConfig(w); err != nil {
 		return err
 	}
+	_, err := wd.createWorkload(w)
+	return err
+}
+
+// setupNamespace creates the namespace, waits for its default ServiceAccount and creates the
+// static ConfigMap.
+func (wd *world) setupNamespace(ns string) error {
+	ctx := nowCtx()
+	if _, err := wd.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for {
+		if _, err := wd.kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("namespace %s: no default ServiceAccount", ns)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	staticData := map[string]string{"STATIC": "shared, static, unlabelled"}
+	if _, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	wd.created[objKey(ns, "ConfigMap", staticName)] = &tracked{key: objKey(ns, "ConfigMap", staticName), data: staticData, static: true}
+	return nil
+}
+
+// setupGroup creates the shared-config namespace: the group's objects, the StatefulSet (first:
+// it uses the Secret before any ReplicaSet does), then the Rollout and the Deployment.
+func (wd *world) setupGroup(g *group) error {
+	if err := wd.setupNamespace(g.ns); err != nil {
+		return err
+	}
+	wd.nextSharedRevision(g)
+	if err := wd.applyGroupConfig(g); err != nil {
+		return err
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: g.sts, Namespace: g.ns},
+		Spec: appsv1.StatefulSetSpec{Replicas: i32(1), ServiceName: g.sts, Template: g.stsTemplate(),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: g.sts}}}}
+	if _, err := wd.kube.AppsV1().StatefulSets(g.ns).Create(nowCtx(), sts, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create StatefulSet %s: %w", g.sts, err)
+	}
+	// The controller mode's StatefulSet cache sees it before a ReplicaSet uses its Secret.
+	time.Sleep(2 * time.Second)
+	for _, w := range g.ws {
+		wd.nextRevision(w)
+		if err := wd.applyConfig(w); err != nil {
+			return err
+		}
+		if _, err := wd.createWorkload(w); err != nil {
+			return fmt.Errorf("create %s: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// nextSharedRevision moves the group's Git to a new shared revision: a new shared ConfigMap.
+func (wd *world) nextSharedRevision(g *group) string {
+	g.rev++
+	g.cm = contentName("shared-cm", fmt.Sprintf("%s shared rev %d", g.ns, g.rev))
+	if g.sec == "" {
+		g.sec = contentName("cache-sec", g.ns+" cache")
+	}
+	return fmt.Sprintf("shared rev %d: ConfigMap %s", g.rev, g.cm)
+}
+
+// applyGroupConfig creates (if missing) the group's shared ConfigMap and the StatefulSet's Secret.
+func (wd *world) applyGroupConfig(g *group) error {
+	ctx := nowCtx()
+	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: "shared", labelSoak: strconv.Itoa(g.rev)}
+	cmData := map[string]string{"shared.conf": "config of " + g.cm}
+	_, err := wd.kube.CoreV1().ConfigMaps(g.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ConfigMap %s: %w", g.cm, err)
+	}
+	if err == nil {
+		wd.created[objKey(g.ns, "ConfigMap", g.cm)] = &tracked{key: objKey(g.ns, "ConfigMap", g.cm), data: cmData, labels: l}
+	}
+	sl := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: g.sts, labelSoak: "1"}
+	secData := map[string]string{"CACHE": "token of " + g.sec}
+	_, err = wd.kube.CoreV1().Secrets(g.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: g.sec, Labels: sl}, StringData: secData}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret %s: %w", g.sec, err)
+	}
+	if err == nil {
+		wd.created[objKey(g.ns, "Secret", g.sec)] = &tracked{key: objKey(g.ns, "Secret", g.sec), data: secData, labels: sl}
+	}
+	return nil
+}
+
+// createWorkload creates the workload's controller from its Git template (kubectl apply of a
+// missing object) and returns the new UID.
+func (wd *world) createWorkload(w *workload) (types.UID, error) {
+	ctx := nowCtx()
 	replicas := int32(1)
-	if w.kind == kindCanary {
+	if w.kind == kindCanary && w.group == nil {
 		replicas = 2
 	}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelApp: w.name}}
@@ -226,22 +363,23 @@ func (wd *world) setup(w *workload) error {
 		if w.kind == kindWorkloadRef {
 			d.Spec.Replicas = i32(0)
 		}
-		if _, err := wd.kube.AppsV1().Deployments(w.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			return err
+		created, err := wd.kube.AppsV1().Deployments(w.ns).Create(ctx, d, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
 		}
 		if w.kind == kindDeployment {
-			return nil
+			return created.UID, nil
 		}
 		body := fmt.Sprintf(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":%q},
 			"spec":{"replicas":1,"revisionHistoryLimit":%d,"workloadRef":{"apiVersion":"apps/v1","kind":"Deployment","name":%q},
 			"strategy":{"canary":{"steps":[{"setWeight":50},{"pause":{}}]}}}}`, w.name, historyLimit, w.deploymentName())
-		return wd.ro.ArgoprojV1alpha1().RESTClient().Post().Namespace(w.ns).Resource("rollouts").Body([]byte(body)).Do(ctx).Error()
+		return "", wd.ro.ArgoprojV1alpha1().RESTClient().Post().Namespace(w.ns).Resource("rollouts").Body([]byte(body)).Do(ctx).Error()
 	case kindBlueGreen:
 		for _, svc := range []string{w.name + "-active", w.name + "-preview"} {
 			if _, err := wd.kube.CoreV1().Services(w.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc},
 				Spec: corev1.ServiceSpec{Selector: map[string]string{cluster.LabelApp: w.name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
-				metav1.CreateOptions{}); err != nil {
-				return err
+				metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return "", err
 			}
 		}
 	}
@@ -255,8 +393,65 @@ func (wd *world) setup(w *workload) error {
 		ro.Spec.Strategy.BlueGreen = &v1alpha1.BlueGreenStrategy{ActiveService: w.name + "-active", PreviewService: w.name + "-preview",
 			AutoPromotionEnabled: boolPtr(false), ScaleDownDelaySeconds: i32(2)}
 	}
-	_, err := wd.ro.ArgoprojV1alpha1().Rollouts(w.ns).Create(ctx, ro, metav1.CreateOptions{})
-	return err
+	created, err := wd.ro.ArgoprojV1alpha1().Rollouts(w.ns).Create(ctx, ro, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return created.UID, nil
+}
+
+// deleteWorkload is `kubectl delete -f` of the workload's manifests: its Rollout or Deployment
+// (background propagation: the garbage collector deletes its ReplicaSets), waited for until
+// gone, then the current revision's ConfigMap and Secret (a group's shared objects are in the
+// namespace's common manifests and stay). The Services of a blueGreen Rollout stay too.
+func (wd *world) deleteWorkload(w *workload) (types.UID, error) {
+	ctx := nowCtx()
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	var uid types.UID
+	get := func() (types.UID, error) {
+		if w.kind == kindDeployment {
+			d, err := wd.kube.AppsV1().Deployments(w.ns).Get(ctx, w.name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return d.UID, nil
+		}
+		ro, err := wd.ro.ArgoprojV1alpha1().Rollouts(w.ns).Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return ro.UID, nil
+	}
+	uid, err := get()
+	if err != nil {
+		return "", err
+	}
+	opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	if w.kind == kindDeployment {
+		err = wd.kube.AppsV1().Deployments(w.ns).Delete(ctx, w.name, opts)
+	} else {
+		err = wd.ro.ArgoprojV1alpha1().Rollouts(w.ns).Delete(ctx, w.name, opts)
+	}
+	if err != nil {
+		return uid, err
+	}
+	for {
+		if _, err := get(); apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			return uid, fmt.Errorf("%s still there after its delete", w)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, w.cm, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return uid, err
+	}
+	if err := wd.kube.CoreV1().Secrets(w.ns).Delete(ctx, w.sec, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return uid, err
+	}
+	return uid, nil
 }
 
 // applyTemplate writes the workload's Git template (and, for the step Rollout, the step list
@@ -288,10 +483,27 @@ func (wd *world) applyTemplate(w *workload) error {
 	})
 }
 
+// inGit is what the current manifests of a namespace contain: every workload's revision
+// objects and a group's shared ones ("ConfigMap/name", "Secret/name").
+func (wd *world) inGit(ns string) map[string]bool {
+	keep := map[string]bool{}
+	for _, w := range wd.ws {
+		if w.ns != ns {
+			continue
+		}
+		keep["ConfigMap/"+w.cm], keep["Secret/"+w.sec] = true, true
+		if g := w.group; g != nil {
+			keep["ConfigMap/"+g.cm], keep["Secret/"+g.sec] = true, true
+		}
+	}
+	return keep
+}
+
 // prune is the GitOps prune: every labelled object without owner references that the
-// current manifests do not contain is deleted. It returns what it deleted.
+// current manifests of the namespace do not contain is deleted. It returns what it deleted.
 func (wd *world) prune(w *workload) ([]string, error) {
 	ctx := nowCtx()
+	keep := wd.inGit(w.ns)
 	sel := cluster.LabelRevisioned + "=true"
 	var deleted []string
 	cms, err := wd.kube.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -299,7 +511,7 @@ func (wd *world) prune(w *workload) ([]string, error) {
 		return nil, err
 	}
 	for _, cm := range cms.Items {
-		if cm.Name != w.cm && len(cm.OwnerReferences) == 0 {
+		if !keep["ConfigMap/"+cm.Name] && len(cm.OwnerReferences) == 0 {
 			err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "ConfigMap/"+cm.Name)
@@ -313,7 +525,7 @@ func (wd *world) prune(w *workload) ([]string, error) {
 		return deleted, err
 	}
 	for _, s := range secs.Items {
-		if s.Name != w.sec && len(s.OwnerReferences) == 0 {
+		if !keep["Secret/"+s.Name] && len(s.OwnerReferences) == 0 {
 			err := wd.kube.CoreV1().Secrets(w.ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "Secret/"+s.Name)
@@ -327,15 +539,31 @@ func (wd *world) prune(w *workload) ([]string, error) {
 }
 
 // replicaSets lists the ReplicaSets the workload controls (for a workloadRef Rollout, the
-// Rollout's and its Deployment's).
+// Rollout's and its Deployment's), by controller UID: not those of a deleted predecessor of
+// the same name (delete and recreate), nor those of the other workloads of a group.
 func (wd *world) replicaSets(w *workload) ([]appsv1.ReplicaSet, error) {
+	uids := map[types.UID]bool{}
+	if w.isRollout() {
+		ro, err := wd.getRollout(w)
+		if err != nil {
+			return nil, err
+		}
+		uids[ro.UID] = true
+	}
+	if w.kind == kindDeployment || w.kind == kindWorkloadRef {
+		d, err := wd.kube.AppsV1().Deployments(w.ns).Get(nowCtx(), w.deploymentName(), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		uids[d.UID] = true
+	}
 	list, err := wd.kube.AppsV1().ReplicaSets(w.ns).List(nowCtx(), metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
 	var out []appsv1.ReplicaSet
 	for _, rs := range list.Items {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && rs.DeletionTimestamp == nil {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && uids[ref.UID] && rs.DeletionTimestamp == nil {
 			out = append(out, rs)
 		}
 	}
