@@ -550,3 +550,29 @@ func TestAuditHistoryByCreationTime(t *testing.T) {
 		t.Errorf("history %s, want %s", strings.Join(got, " "), want)
 	}
 }
+
+// TestUnattributedUsedByAnotherUser: an opted-in object that no audited workload uses but a
+// StatefulSet does is not called deletable: the finding says who uses it and to keep it.
+func TestUnattributedUsedByAnotherUser(t *testing.T) {
+	kube, ro := auditScenario()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"orphan"}, nil)}}}
+	if _, err := kube.AppsV1().StatefulSets(testNS).Create(t.Context(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := New(clientsOf(kube, ro), nil)
+	rep, err := a.Run(t.Context(), testNS, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AddShared(t.Context(), rep)
+	var got string
+	for _, f := range rep.Unattributed {
+		if f.Name == "orphan" {
+			got = f.Message
+		}
+	}
+	if !strings.Contains(got, "StatefulSet cache uses it: keep it") || strings.Contains(got, "delete it by hand") {
+		t.Errorf("unattributed finding for orphan: %q", got)
+	}
+}

@@ -248,6 +248,20 @@ func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
 			changed = markShared(w, u) || changed
 		}
 	}
+	// An unattributed object (no audited workload uses it) that another user does use must not
+	// be called deletable.
+	for i := range rep.Unattributed {
+		f := &rep.Unattributed[i]
+		u := usage[f.Namespace]
+		if u == nil {
+			continue
+		}
+		if users := blockers(u.UsersOf(plugin.Object{Kind: f.Kind, Name: f.Name})); len(users) > 0 {
+			f.Message = fmt.Sprintf("opted in, and no ReplicaSet owns it, but %s %s it: keep it. No mode gives it an owner while %s it (every user counts)",
+				strings.Join(users, ", "), verb(len(users), "uses", "use"), verb(len(users), "that user uses", "those users use"))
+			changed = true
+		}
+	}
 	if changed {
 		rep.Summary = Counts{}
 		rep.summarize()
