@@ -120,10 +120,12 @@ bench: build
 	  go test ./test/bench/ -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $(BENCH_TIMEOUT)
 
 ## soak: the invariant soak (test/soak, issue 13): random rollout operations and faults (promote,
-## abort, undo, GitOps prunes, pod deletions, Rollouts-controller and plugin kills, leader
-## SIGKILL, apiserver restarts and throttling) against the real control plane, the real Argo
+## abort, undo, GitOps prunes, pod deletions, apps deleted and recreated, config shared by two
+## workloads and by a StatefulSet, Rollouts-controller and plugin kills, leader SIGKILL,
+## apiserver restarts and throttling) against the real control plane, the real Argo
 ## Rollouts controller with the step plugin and the controller mode (2 replicas), invariants
-## checked every second. Writes docs/soak.md. SOAK_DURATION (default 10m), SOAK_SEED (default: the time; replay with it),
+## checked every second (among them: no object deleted while a live workload of any kind
+## references it). Writes docs/soak.md. SOAK_DURATION (default 10m), SOAK_SEED (default: the time; replay with it),
 ## SOAK_ROLLOUTS (workloads, default 5). `make test` runs it for 60 s (report in bin/soak/).
 SOAK_DURATION ?= 10m
 SOAK_SEED ?= $(shell date +%s)
