@@ -205,6 +205,12 @@ providerRBAC:
     - apiGroups: [""]
       resources: ["configmaps", "secrets"]
       verbs: ["patch"]
+    - apiGroups: ["apps"]
+      resources: ["statefulsets", "daemonsets"]
+      verbs: ["list"]
+    - apiGroups: ["batch"]
+      resources: ["cronjobs"]
+      verbs: ["list"]
 ` + "```" + `
 
 Keep ` + "`controller.createConfigmap`" + ` and ` + "`controller.createClusterRole`" + ` true: false silently drops
