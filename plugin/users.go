@@ -416,7 +416,7 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 	}
 	var out []corev1.Pod
 	for i := range items {
-		if templated(metav1.GetControllerOfNoCopy(&items[i])) {
+		if Templated(metav1.GetControllerOfNoCopy(&items[i])) {
 			continue
 		}
 		// A list by name: list is in every mode's RBAC (the Rollouts controller's role has no
@@ -439,8 +439,10 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 	return out, nil
 }
 
-// templated: a Pod with this controller is covered by the controller's template.
-func templated(ref *metav1.OwnerReference) bool {
+// Templated reports whether a Pod with this controller is covered by the controller's template
+// (a ReplicaSet, StatefulSet, DaemonSet or Job, whose templates are read): otherwise the Pod's
+// own spec counts, as a bare Pod's does.
+func Templated(ref *metav1.OwnerReference) bool {
 	if ref == nil {
 		return false
 	}

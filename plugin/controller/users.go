@@ -66,7 +66,7 @@ func compactTemplate(obj any) (any, error) {
 		kind, meta, spec = "CronJob", o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
 	case *corev1.Pod:
 		kind, meta = "Pod", o.ObjectMeta
-		if !templatedPod(metav1.GetControllerOfNoCopy(o)) {
+		if !plugin.Templated(metav1.GetControllerOfNoCopy(o)) {
 			spec = &o.Spec
 		}
 	default:
@@ -77,19 +77,6 @@ func compactTemplate(obj any) (any, error) {
 		out.Refs = objectList(plugin.TemplateReferences(spec))
 	}
 	return out, nil
-}
-
-// templatedPod: a Pod with this controller is covered by its controller's template.
-func templatedPod(ref *metav1.OwnerReference) bool {
-	if ref == nil {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	return gv.Group == "apps" && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet") ||
-		gv.Group == "batch" && ref.Kind == "Job"
 }
 
 func templateIndex(obj any) ([]string, error) {
