@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
@@ -41,9 +42,9 @@ func concurrencyRollouts() int {
 // (--qps 50, --burst 200), starting with a full token bucket. rpc-qps1000: the same with
 // --qps 1000 --burst 2000. inprocess: one plugin.Step shared by the 10 goroutines (the variant
 // `make bench` also runs under -race). floor-*: the same requests per step sent raw with
-// client-go (list of ReplicaSets, the patches 8 at a time, one Event), with the list
-// consistent (resourceVersion "", as the plugin lists) or served from the watch cache as is
-// (resourceVersion "0"). callers=1 steps the first 100 Rollouts back to back from one caller.
+// client-go (the reads of the namespace's users as floorUsers sends them, the patches 8 at a
+// time, one Event), with the lists consistent (resourceVersion "", as the plugin lists) or
+// served from the watch cache as is (resourceVersion "0"). callers=1 steps the first 100 Rollouts back to back from one caller.
 func BenchmarkConcurrent(b *testing.B) {
 	e := newEnv(b)
 	id := e.controllerIdentity(b)
@@ -66,7 +67,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 	b.Logf("created %d Rollouts with their ReplicaSets and objects in %v", n, time.Since(t0).Round(time.Millisecond))
 	kubeconfig := e.kubeconfigArgs(b, id)
-	raw := clientset(b, id)
+	raw, rawMeta := clientset(b, id), metaClient(b, id)
 
 	leaves := []struct {
 		name  string
@@ -98,7 +99,7 @@ func BenchmarkConcurrent(b *testing.B) {
 					st := inProcessStep(b, id, true)
 					step = func(s *objectSet) error { return checkResult(st.Run(s.ro, stepContext(s))) }
 				default:
-					step = func(s *objectSet) error { return rawStep(raw, s, l.raw) }
+					step = func(s *objectSet) error { return rawStep(raw, rawMeta, s, l.raw) }
 				}
 				sub := sets[:c.rollouts]
 				var subObjs []objRef
@@ -111,23 +112,20 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 }
 
-// rawStep sends a step's requests straight through client-go: the list of the Rollout's
-// ReplicaSets at resourceVersion rv, one patch per object (8 at a time), one Event.
-func rawStep(cs kubernetes.Interface, s *objectSet, rv string) error {
+// rawStep sends a step's requests straight through client-go: the reads of the namespace's
+// users at resourceVersion rv (floorUsers), one patch per object (8 at a time, through the
+// metadata client), one Event.
+func rawStep(cs kubernetes.Interface, m metadata.Interface, s *objectSet, rv string) error {
 	ctx, cancel := bg()
 	defer cancel()
-	sel, err := metav1.LabelSelectorAsSelector(s.ro.Spec.Selector)
-	if err != nil {
+	if err := floorUsers(ctx, cs, m, s.ro.Namespace, s.ro.UID, rv); err != nil {
 		return err
 	}
-	if _, err := cs.AppsV1().ReplicaSets(s.ro.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: rv}); err != nil {
-		return err
-	}
-	if err := floorPatches(ctx, cs, s.ro.Namespace, s.objects(), ownerPatch(s.rs)); err != nil {
+	if err := floorMetaPatches(ctx, m, s.ro.Namespace, s.objects(), ownerPatch(s.rs)); err != nil {
 		return err
 	}
 	now := time.Now()
-	_, err = cs.CoreV1().Events(s.ro.Namespace).Create(ctx, &corev1.Event{
+	_, err := cs.CoreV1().Events(s.ro.Namespace).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", s.ro.Name, now.UnixNano()), Namespace: s.ro.Namespace},
 		InvolvedObject: corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: s.ro.Name, Namespace: s.ro.Namespace, UID: s.ro.UID},
 		Reason:         plugin.ReasonAttached, Message: "floor", Type: corev1.EventTypeNormal,

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -92,6 +93,16 @@ func (e *env) controllerIdentity(b *testing.B) *rest.Config {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		// The namespace's users (plugin/users.go ReadUsage): examples/rbac-step-plugin.yaml
+		// grants the first three, the controller's ClusterRole the rest.
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"experiments"}, Verbs: []string{"list"}},
 	})
 	cfg.QPS, cfg.Burst = -1, 0
 	return cfg
@@ -350,22 +361,10 @@ func (e *env) verifyOwned(b testing.TB, sets ...*objectSet) {
 // ownerPatch is the body the plugin sends (plugin/attach.go ownerPatch), for the floor.
 func ownerPatch(rs *appsv1.ReplicaSet) []byte { return plugin.OwnerPatch(rs) }
 
-// floorPatches sends the step's patches straight through client-go, 8 at a time (the
-// plugin's concurrency), with no list, no planning, no event and no RPC.
-func floorPatches(ctx context.Context, cs kubernetes.Interface, ns string, objs []objRef, body []byte) error {
-	return floorSend(ctx, objs, func(ctx context.Context, o objRef) error {
-		var err error
-		if o.secret {
-			_, err = cs.CoreV1().Secrets(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
-		} else {
-			_, err = cs.CoreV1().ConfigMaps(ns).Patch(ctx, o.name, ktypes.StrategicMergePatchType, body, metav1.PatchOptions{})
-		}
-		return err
-	})
-}
-
-// floorMetaPatches is floorPatches through the metadata client: exactly the plugin's requests
-// (PATCH with Accept: PartialObjectMetadata, so only metadata comes back).
+// floorMetaPatches sends the step's patches straight through client-go, 8 at a time (the
+// plugin's concurrency), through the metadata client: exactly the plugin's requests (PATCH
+// with Accept: PartialObjectMetadata, so only metadata comes back), with no read, no
+// planning, no event and no RPC.
 func floorMetaPatches(ctx context.Context, m metadata.Interface, ns string, objs []objRef, body []byte) error {
 	return floorSend(ctx, objs, func(ctx context.Context, o objRef) error {
 		res := "configmaps"
@@ -395,7 +394,7 @@ func metaClient(b testing.TB, cfg *rest.Config) metadata.Interface {
 	return m
 }
 
-// floorList is the plugin's one list: the Rollout's ReplicaSets by its selector, consistent
+// floorList is the step's one list before every user counted: the Rollout's ReplicaSets by its selector, consistent
 // (resourceVersion "", as plugin/attach.go ListReplicaSets lists).
 func floorList(ctx context.Context, cs kubernetes.Interface, s *objectSet) error {
 	return floorListRV(ctx, cs, s, "")
@@ -409,6 +408,68 @@ func floorListRV(ctx context.Context, cs kubernetes.Interface, s *objectSet, rv 
 	}
 	_, err = cs.AppsV1().ReplicaSets(s.ro.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: rv})
 	return err
+}
+
+// usersControllers are the ReplicaSet controller kinds whose existence the step confirms
+// (plugin/users.go checkedControllers), in its order: group, kind, resource.
+var usersControllers = []struct {
+	group, kind string
+	gvr         schema.GroupVersionResource
+}{
+	{"apps", "Deployment", appsv1.SchemeGroupVersion.WithResource("deployments")},
+	{"argoproj.io", "Rollout", v1alpha1.SchemeGroupVersion.WithResource("rollouts")},
+	{"argoproj.io", "Experiment", v1alpha1.SchemeGroupVersion.WithResource("experiments")},
+}
+
+// floorUsers sends the reads the step makes before any write (plugin/users.go ReadUsage: every
+// user of an object in the namespace counts) straight through client-go, concurrently as the
+// step does: every ReplicaSet of the namespace (consistent, typed: the pod templates), then,
+// metadata only and one after the other, each checked controller kind (Deployment, Rollout,
+// Experiment) that controls a ReplicaSet other than the step's own Rollout's; beside it every
+// StatefulSet, DaemonSet, Job and CronJob (typed) and the Pods' metadata. The fixtures hold no
+// bare Pod, so the step lists none by name. No decoding beyond client-go's, no planning.
+//
+// rv is the lists' resourceVersion: "" (consistent, as the step lists) or "0" (whatever the
+// watch cache holds).
+func floorUsers(ctx context.Context, cs kubernetes.Interface, m metadata.Interface, ns string, rollout ktypes.UID, rv string) error {
+	opts := metav1.ListOptions{ResourceVersion: rv}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { _, err := cs.AppsV1().StatefulSets(ns).List(ctx, opts); return err })
+	g.Go(func() error { _, err := cs.AppsV1().DaemonSets(ns).List(ctx, opts); return err })
+	g.Go(func() error { _, err := cs.BatchV1().Jobs(ns).List(ctx, opts); return err })
+	g.Go(func() error { _, err := cs.BatchV1().CronJobs(ns).List(ctx, opts); return err })
+	g.Go(func() error {
+		_, err := m.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(ctx, opts)
+		return err
+	})
+	g.Go(func() error {
+		l, err := cs.AppsV1().ReplicaSets(ns).List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		need := map[string]bool{}
+		for i := range l.Items {
+			ref := metav1.GetControllerOfNoCopy(&l.Items[i])
+			if ref == nil || ref.UID == rollout {
+				continue
+			}
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil {
+				continue
+			}
+			need[gv.Group+"/"+ref.Kind] = true
+		}
+		for _, k := range usersControllers {
+			if !need[k.group+"/"+k.kind] {
+				continue
+			}
+			if _, err := m.Resource(k.gvr).Namespace(ns).List(ctx, opts); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
 func stepContext(s *objectSet) *types.RpcStepContext {

@@ -29,6 +29,8 @@ type record struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Requests are API requests per step by "verb resource".
 	Requests map[string]int `json:"requests,omitempty"`
+	// FloorRequests are the API requests of one step of the floor with the users' reads.
+	FloorRequests map[string]int `json:"floorRequests,omitempty"`
 	// Notes are remarks worth a line in the report.
 	Notes []string `json:"notes,omitempty"`
 }
