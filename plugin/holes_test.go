@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
 )
 
@@ -130,5 +131,65 @@ func TestJobMessagesNameTheFlags(t *testing.T) {
 		Users: users, ReplicaSets: rss, Target: rss[0], Objects: []Object{{KindConfigMap, "nope"}}, Source: "-configmaps/-secrets"})
 	if err == nil || strings.Contains(err.Error(), "step config") || !strings.Contains(err.Error(), "-configmaps/-secrets") {
 		t.Errorf("%v", err)
+	}
+}
+
+// Found in review: each of these made the step attach where it must not (or not where it must).
+
+// TestOldRevisionPodOfAStatefulSetBlocks: a StatefulSet mid-rollout (OnDelete, a partition)
+// still runs a Pod of an older revision; that Pod's own spec counts, not the StatefulSet's
+// current template.
+func TestOldRevisionPodOfAStatefulSetBlocks(t *testing.T) {
+	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS, UID: "uid-sts"},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"cache-new"}, nil)}}}
+	t0 := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache-0", Namespace: testNS, UID: "uid-pod",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "cache", UID: "uid-sts", Controller: &t0}}},
+		Spec: fixtures.PodSpec([]string{"shared"}, nil)}
+	c := fake.NewClientset(cur, sts, pod, fixtures.ConfigMap("shared"))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by Pod cache-0") || writes(c) != 0 {
+		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
+	}
+}
+
+// TestOrphaningDeploymentKeepsItsReplicaSet: a Deployment deleted with --cascade=orphan keeps
+// its ReplicaSets (the garbage collector only removes their controller reference): such a
+// ReplicaSet is an owner like one without a controller, not a gone one.
+func TestOrphaningDeploymentKeepsItsReplicaSet(t *testing.T) {
+	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+	kept := fixtures.ReplicaSet("k1", "uid-kept", "uid-api", fixtures.PodSpec([]string{"shared"}, nil))
+	kept.Name = "api-k1"
+	kept.OwnerReferences[0].APIVersion, kept.OwnerReferences[0].Kind, kept.OwnerReferences[0].Name = "apps/v1", "Deployment", "api"
+	now := metav1.Now()
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: testNS, UID: "uid-api", DeletionTimestamp: &now,
+		Finalizers: []string{metav1.FinalizerOrphanDependents}}}
+	c := fake.NewClientset(cur, kept, dep, fixtures.ConfigMap("shared"))
+	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseSuccessful {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	if refs := owners(t, c, KindConfigMap, "shared"); !hasOwner(refs, "uid-kept") || !hasOwner(refs, "uid-cur") {
+		t.Errorf("owners %v, want the orphaned ReplicaSet too", refs)
+	}
+}
+
+// TestUnservedControllerKindBlocks: a ReplicaSet of an Experiment while the Experiment CRD is
+// not served (uninstalled, being reinstalled) still runs its pods: its controller is unknown,
+// and it blocks, as in the controller mode.
+func TestUnservedControllerKindBlocks(t *testing.T) {
+	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+	exp := fixtures.ReplicaSet("e1", "uid-exp-rs", "uid-exp", fixtures.PodSpec([]string{"shared"}, nil))
+	exp.Name = "exp-e1"
+	exp.OwnerReferences[0].Kind, exp.OwnerReferences[0].Name = "Experiment", "exp"
+	c := fake.NewClientset(cur, exp, fixtures.ConfigMap("shared"))
+	s := newStep(c)
+	s.Client = func() (Clients, error) {
+		return Clients{Kube: c, Meta: fakemeta.WithoutResources(fakemeta.New(c), "experiments")}, nil
+	}
+	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ReplicaSet exp-e1 (controlled by Experiment exp") || writes(c) != 0 {
+		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
 	}
 }

@@ -173,7 +173,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
 		}
 	}
-	usage, err := w.attacher.ReadUsage(ctx, w.ns, ControllerRef{Kind: KindRollout, Name: ro.Name, UID: ro.UID, Deleting: ro.DeletionTimestamp != nil})
+	usage, err := w.attacher.ReadUsage(ctx, w.ns, RefOf(KindRollout, ro))
 	if err != nil {
 		return false, "", err
 	}

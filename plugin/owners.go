@@ -335,9 +335,9 @@ func (a *Attacher) controllerLive(ctx context.Context, ns string, rs *appsv1.Rep
 	if err != nil {
 		return false, fmt.Errorf("confirming %s %s, the controller of ReplicaSet %s, in namespace %s: %w", ref.Kind, ref.Name, rs.Name, ns, err)
 	}
-	for _, it := range items {
-		if it.UID == ref.UID && it.DeletionTimestamp == nil {
-			return true, nil
+	for i := range items {
+		if items[i].UID == ref.UID && (items[i].DeletionTimestamp == nil || Orphaning(&items[i])) {
+			return true, nil // live, or orphaning (the ReplicaSet lives on without it)
 		}
 	}
 	return false, nil

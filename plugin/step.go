@@ -120,7 +120,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 
 	// Every user of an object in the namespace counts (users.go): the Rollout itself is known
 	// to the controller that sent it.
-	usage, err := a.ReadUsage(ctx, ro.Namespace, ControllerRef{Kind: KindRollout, Name: ro.Name, UID: ro.UID, Deleting: ro.DeletionTimestamp != nil})
+	usage, err := a.ReadUsage(ctx, ro.Namespace, RefOf(KindRollout, ro))
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}

@@ -130,6 +130,20 @@ type ControllerRef struct {
 	Kind, Name string
 	UID        types.UID
 	Deleting   bool
+	// Orphaning: being deleted with the orphan finalizer (kubectl delete --cascade=orphan):
+	// the garbage collector removes its ReplicaSets' controller references and keeps them.
+	Orphaning bool
+}
+
+// RefOf is the ControllerRef of a workload as read (its metadata).
+func RefOf(kind string, m metav1.Object) ControllerRef {
+	return ControllerRef{Kind: kind, Name: m.GetName(), UID: m.GetUID(), Deleting: m.GetDeletionTimestamp() != nil, Orphaning: Orphaning(m)}
+}
+
+// Orphaning reports a workload being deleted with the orphan finalizer: its ReplicaSets live
+// on without a controller, so they count as ReplicaSets without one (owners), not as gone.
+func Orphaning(m metav1.Object) bool {
+	return m.GetDeletionTimestamp() != nil && slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents)
 }
 
 // template is a pod template that cannot own: its references.
@@ -220,6 +234,8 @@ func controllerState(rs *appsv1.ReplicaSet, live map[string]ControllerRef, liste
 	}
 	c, found := live[k.kind+"/"+ref.Name]
 	switch {
+	case found && c.UID == ref.UID && c.Orphaning:
+		return ControllerNone
 	case found && c.UID == ref.UID && !c.Deleting:
 		return ControllerLive
 	case found, slices.Contains(listed, k.kind):
@@ -386,21 +402,28 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.Re
 			return err
 		})
 		switch {
-		case isNotFound(err): // the kind is not served: none exist
+		case isNotFound(err):
+			// The kind is not served (its CRD uninstalled or being reinstalled): its
+			// ReplicaSets' controllers cannot be confirmed, and such a ReplicaSet still runs
+			// its pods, so they stay unknown (they block), as in the controller mode.
+			continue
 		case err != nil:
 			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
 		}
 		listed = append(listed, k.kind)
-		for _, it := range items {
-			out = append(out, ControllerRef{Kind: k.kind, Name: it.Name, UID: it.UID, Deleting: it.DeletionTimestamp != nil})
+		for i := range items {
+			out = append(out, RefOf(k.kind, &items[i]))
 		}
 	}
 	return out, listed, nil
 }
 
-// barePods reads the Pods' metadata and the spec of each Pod that no ReplicaSet, StatefulSet,
-// DaemonSet or Job controls (the templates of those are read already): a bare Pod, or one of
-// a controller that configmap-attacher does not read.
+// barePods reads the Pods' metadata, then the spec of each Pod that no ReplicaSet controls:
+// a bare Pod, or one of a StatefulSet, DaemonSet, Job or a controller configmap-attacher does not
+// read. A Pod's own spec counts, not its controller's current template: a StatefulSet or
+// DaemonSet mid-rollout (OnDelete, a partition) still runs Pods of an older revision. (A
+// ReplicaSet's Pods are its template's: the ReplicaSet is read.) Up to manyPods such Pods are
+// read by a list by name each, more by one list of the namespace's Pods.
 func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error) {
 	var items []metav1.PartialObjectMetadata
 	gvr := corev1.SchemeGroupVersion.WithResource("pods")
@@ -414,24 +437,40 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 	if err != nil {
 		return nil, a.usageError(err, "pods", ns)
 	}
-	var out []corev1.Pod
+	want := map[types.UID]bool{}
+	var names []string
 	for i := range items {
-		if Templated(metav1.GetControllerOfNoCopy(&items[i])) {
-			continue
+		if !ReplicaSetPod(metav1.GetControllerOfNoCopy(&items[i])) {
+			want[items[i].UID] = true
+			names = append(names, items[i].Name)
 		}
-		// A list by name: list is in every mode's RBAC (the Rollouts controller's role has no
-		// get on pods); a Pod gone since is simply not there.
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	// A list by name, or of all: list is in every mode's RBAC (the Rollouts controller's role
+	// has no get on pods); a Pod gone since is simply not there.
+	selectors := make([]string, 0, len(names))
+	if len(names) > manyPods {
+		selectors = append(selectors, "")
+	} else {
+		for _, n := range names {
+			selectors = append(selectors, "metadata.name="+n)
+		}
+	}
+	var out []corev1.Pod
+	for _, fs := range selectors {
 		var l *corev1.PodList
 		err := a.call(ctx, func(ctx context.Context) error {
 			var err error
-			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + items[i].Name})
+			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fs})
 			return err
 		})
 		if err != nil {
 			return nil, a.usageError(err, "pods", ns)
 		}
 		for _, p := range l.Items {
-			if p.UID == items[i].UID {
+			if want[p.UID] {
 				out = append(out, p)
 			}
 		}
@@ -439,24 +478,18 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 	return out, nil
 }
 
-// Templated reports whether a Pod with this controller is covered by the controller's template
-// (a ReplicaSet, StatefulSet, DaemonSet or Job, whose templates are read): otherwise the Pod's
-// own spec counts, as a bare Pod's does.
-func Templated(ref *metav1.OwnerReference) bool {
-	if ref == nil {
+// manyPods is how many Pods without a ReplicaSet are read by name before one list of all is
+// cheaper.
+const manyPods = 8
+
+// ReplicaSetPod reports whether a Pod with this controller is a ReplicaSet's: its spec is the
+// ReplicaSet's template, which is read. Every other Pod's own spec counts.
+func ReplicaSetPod(ref *metav1.OwnerReference) bool {
+	if ref == nil || ref.Kind != "ReplicaSet" {
 		return false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	switch {
-	case gv.Group == "apps" && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet"):
-		return true
-	case gv.Group == "batch" && ref.Kind == "Job":
-		return true
-	}
-	return false
+	return err == nil && gv.Group == "apps"
 }
 
 func (a *Attacher) usageError(err error, resource, ns string) error {

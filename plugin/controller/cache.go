@@ -83,6 +83,8 @@ type cachedObject struct {
 	// Deleting: it has a deletionTimestamp. OptedIn: it matched the selector. RSOwned: an
 	// apps ReplicaSet is among its owners (opted-in objects only).
 	Deleting, OptedIn, RSOwned bool
+	// Orphaning: a workload (the workload caches) being deleted with the orphan finalizer.
+	Orphaning bool
 	// Owners are its owner references' UIDs, UID its own (opted-in objects only): the patch
 	// carries it as a precondition, and pending references are kept per UID.
 	Owners []types.UID

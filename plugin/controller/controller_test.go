@@ -594,3 +594,19 @@ func TestStartedBeforeTheRolloutCRD(t *testing.T) {
 		t.Errorf("adoptions_blocked_total = %v, want at least 1 (shared)", got)
 	}
 }
+
+// TestNewUserOfAnotherKindIsAdded: with -workloads rollouts, an object a Rollout's ReplicaSet
+// owns gets the ReplicaSet of a Deployment that starts using it as an owner at once (not at
+// the next resync): otherwise the Rollout's history moving on would collect it under the
+// Deployment's pods.
+func TestNewUserOfAnotherKindIsAdded(t *testing.T) {
+	ro := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	h := start(t, Config{Rollouts: true}, []*appsv1.ReplicaSet{ro}, meta("ConfigMap", "shared", optIn))
+	h.eventually("the Rollout's ReplicaSet as owner", func() bool { return len(h.patches()) == 1 })
+	dep := rs("api-1", "Deployment", spec([]string{"shared"}, nil))
+	if _, err := h.kube.AppsV1().ReplicaSets(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the Deployment's ReplicaSet as owner too", func() bool { return len(h.patches()) == 2 })
+	equal(t, "patches", h.patches(), []string{"ConfigMap/shared: api-1", "ConfigMap/shared: web-1"})
+}

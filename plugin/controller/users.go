@@ -66,7 +66,7 @@ func compactTemplate(obj any) (any, error) {
 		kind, meta, spec = "CronJob", o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
 	case *corev1.Pod:
 		kind, meta = "Pod", o.ObjectMeta
-		if !plugin.Templated(metav1.GetControllerOfNoCopy(o)) {
+		if !plugin.ReplicaSetPod(metav1.GetControllerOfNoCopy(o)) {
 			spec = &o.Spec
 		}
 	default:
@@ -98,7 +98,9 @@ func compactWorkload(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID, Deleting: m.DeletionTimestamp != nil}, nil
+	// Orphaning: deleted with the orphan finalizer, its ReplicaSets live on without a controller.
+	return &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID, Deleting: m.DeletionTimestamp != nil,
+		Orphaning: plugin.Orphaning(m)}, nil
 }
 
 // templateResources name the template caches of a scope, in the order of scope.templates.
@@ -116,8 +118,16 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 			return fmt.Errorf("%s informer transform: %w", w.kind, err)
 		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc:    func(obj any, initial bool) { c.onWorkload(sc, w.kind, obj, initial) },
-			UpdateFunc: func(_, obj any) { c.onWorkload(sc, w.kind, obj, false) },
+			AddFunc: func(obj any, initial bool) { c.onWorkload(sc, w.kind, obj, initial) },
+			UpdateFunc: func(old, obj any) {
+				// Only a new UID (deleted and recreated between two watch events) or an orphaning
+				// delete changes its ReplicaSets' standing; status updates do not.
+				o, ok1 := old.(*cachedObject)
+				n, ok2 := obj.(*cachedObject)
+				if ok1 && ok2 && (o.UID != n.UID || o.Orphaning != n.Orphaning) {
+					c.onWorkload(sc, w.kind, obj, false)
+				}
+			},
 		}); err != nil {
 			return fmt.Errorf("%s event handler: %w", w.kind, err)
 		}
@@ -149,7 +159,7 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 // back before the resync. The initial list needs nothing: the full reconcile follows it.
 func (c *Controller) onWorkload(sc *scope, kind string, obj any, initial bool) {
 	m, ok := obj.(*cachedObject)
-	if !ok || initial || m.Deleting {
+	if !ok || initial || (m.Deleting && !m.Orphaning) {
 		return
 	}
 	items, _ := sc.rs.GetIndexer().ByIndex(byController, m.Namespace+"/"+kind+"/"+m.Name)
@@ -247,7 +257,11 @@ func (c *Controller) controllerState(sc *scope, rs *cachedReplicaSet) plugin.Con
 		if err != nil {
 			return plugin.ControllerUnknown
 		}
-		if m, _ := item.(*cachedObject); ok && m != nil && m.UID == ref.UID && !m.Deleting {
+		m, _ := item.(*cachedObject)
+		switch {
+		case ok && m != nil && m.UID == ref.UID && m.Orphaning:
+			return plugin.ControllerNone // orphaning: the ReplicaSet lives on
+		case ok && m != nil && m.UID == ref.UID && !m.Deleting:
 			return plugin.ControllerLive
 		}
 		return plugin.ControllerGone

@@ -198,10 +198,12 @@ func (c *Controller) selectorLabels(l map[string]string) map[string]string {
 	return out
 }
 
-// onReplicaSet queues the opted-in objects a live watched ReplicaSet's template references.
+// onReplicaSet queues the opted-in objects a live ReplicaSet's template references, whatever
+// controls it: a new user of an object a watched workload's ReplicaSet owns must become an
+// owner too (Reconcile acts only on objects a watched workload uses).
 func (c *Controller) onReplicaSet(obj any, react bool) {
 	rs, ok := obj.(*cachedReplicaSet)
-	if !ok || rs.DeletionTimestamp != nil || c.workloadOf(rs.OwnerReferences) == nil {
+	if !ok || rs.DeletionTimestamp != nil {
 		return
 	}
 	for _, o := range rs.Refs {

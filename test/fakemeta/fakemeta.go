@@ -177,3 +177,23 @@ func (r kubeMetaResource) Patch(ctx context.Context, name string, pt types.Patch
 	}
 	return partial("ConfigMap", cm.ObjectMeta), nil
 }
+
+// WithoutResources answers 404 to every request for the named resources (say "experiments"),
+// as an apiserver that does not serve them does, and passes the rest to m.
+func WithoutResources(m metadata.Interface, resources ...string) metadata.Interface {
+	return withoutResources{m, resources}
+}
+
+type withoutResources struct {
+	metadata.Interface
+	gone []string
+}
+
+func (w withoutResources) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	for _, r := range w.gone {
+		if r == gvr.Resource {
+			return kubeMetaGetter{resource: "not-served:" + r}
+		}
+	}
+	return w.Interface.Resource(gvr)
+}
