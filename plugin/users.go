@@ -85,8 +85,11 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 		case ControllerGone:
 			continue
 		case ControllerUnknown:
-			ref := metav1.GetControllerOfNoCopy(r.ReplicaSet)
-			blockers = append(blockers, fmt.Sprintf("ReplicaSet %s (controlled by %s %s, whose existence configmap-attacher does not check)", r.ReplicaSet.Name, ref.Kind, ref.Name))
+			who := "a controller"
+			if ref := metav1.GetControllerOfNoCopy(r.ReplicaSet); ref != nil {
+				who = ref.Kind + " " + ref.Name
+			}
+			blockers = append(blockers, fmt.Sprintf("ReplicaSet %s (controlled by %s, whose existence configmap-attacher cannot confirm)", r.ReplicaSet.Name, who))
 			continue
 		}
 		owners = append(owners, r)
@@ -95,6 +98,13 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 		blockers = append(blockers, o.String())
 	}
 	return owners, blockers
+}
+
+// Blockers are the users of an object that cannot own it (plugin.Blocked.Users), as the
+// core's rule names them: for audit's shared finding.
+func Blockers(u Users) []string {
+	_, b := ownersOf(u)
+	return b
 }
 
 // controllerKind is a controller kind whose existence is checked: its API resource.

@@ -313,23 +313,8 @@ func markShared(w *Workload, u *plugin.NamespaceUsage) bool {
 	return changed
 }
 
-// blockers are the users of an object that cannot own it, named as the core names them
-// (plugin.Blocked.Users): the pod templates that are no ReplicaSet's, and the live ReplicaSets
-// whose controller is of a kind whose existence is not checked.
-func blockers(u plugin.Users) []string {
-	var out []string
-	for _, r := range u.ReplicaSets {
-		if !plugin.Live(r.ReplicaSet) || r.Controller != plugin.ControllerUnknown {
-			continue
-		}
-		ref := metav1.GetControllerOfNoCopy(r.ReplicaSet)
-		out = append(out, fmt.Sprintf("ReplicaSet %s (controlled by %s %s, whose existence configmap-attacher does not check)", r.ReplicaSet.Name, ref.Kind, ref.Name))
-	}
-	for _, o := range u.Others {
-		out = append(out, o.String())
-	}
-	return out
-}
+// blockers are the users of an object that cannot own it, named as the core names them.
+func blockers(u plugin.Users) []string { return plugin.Blockers(u) }
 
 func hasReplicaSetOwner(owners []Owner) bool {
 	for _, o := range owners {
