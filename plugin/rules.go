@@ -119,7 +119,6 @@ func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands 
 	optIn := req.Policy.optIn()
 	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
 	metas := map[Object]objectMeta{}
-	listed := map[Object]bool{}
 	if req.Policy.RequireOptIn {
 		for _, k := range kindsOf(p.Listed) {
 			m, err := a.listMeta(ctx, ns, k, optIn)
@@ -128,7 +127,6 @@ func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands 
 			}
 			for name, meta := range m {
 				metas[Object{k, name}] = meta
-				listed[Object{k, name}] = true
 			}
 		}
 	}
@@ -143,7 +141,7 @@ func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands 
 			continue
 		}
 		m, ok := metas[o]
-		if !ok && !listed[o] {
+		if !ok {
 			got, err := a.getMeta(ctx, ns, o)
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -276,21 +277,16 @@ func (u *NamespaceUsage) Stale() bool { return u.stale }
 // Own returns the workload's ReplicaSets among the namespace's (its selector and controller
 // UID, oldest first), as OwnReplicaSets picks them.
 func (u *NamespaceUsage) Own(w Workload) ([]*appsv1.ReplicaSet, error) {
-	items := make([]appsv1.ReplicaSet, len(u.ReplicaSets))
-	for i, rs := range u.ReplicaSets {
-		items[i] = *rs
-	}
-	own, err := OwnReplicaSets(items, w)
+	sel, err := w.replicaSetSelector()
 	if err != nil {
 		return nil, err
 	}
-	// Hand out the usage's own pointers: callers compare ReplicaSets by identity.
-	byUID := map[types.UID]*appsv1.ReplicaSet{}
+	// The usage's own pointers (callers compare ReplicaSets by identity), already oldest first.
+	var own []*appsv1.ReplicaSet
 	for _, rs := range u.ReplicaSets {
-		byUID[rs.UID] = rs
-	}
-	for i, rs := range own {
-		own[i] = byUID[rs.UID]
+		if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.UID == w.UID && sel.Matches(labels.Set(rs.Labels)) {
+			own = append(own, rs)
+		}
 	}
 	return own, nil
 }

@@ -93,7 +93,7 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 // error) or ExitUsage.
 func (c *Audit) Main(args []string) int {
 	// The caller (main.go) passes the process's streams; a command under plugin/ never
-	// names os.Stdout, which carries the go-plugin handshake in plugin mode.
+	// names the process's standard output, which carries the go-plugin handshake in plugin mode.
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
 	}

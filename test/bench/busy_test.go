@@ -93,18 +93,7 @@ func BenchmarkStepBusyNamespace(b *testing.B) {
 				return checkResult(proc.step.Run(set.ro, stepContext(set)))
 			}},
 		}
-		for _, v := range variants {
-			e.resetOwners(b, objs)
-			if v.proc != nil {
-				v.proc.bucket.waitFor(v.tokens)
-			}
-			ctx, cancel := bg()
-			if err := v.step(ctx); err != nil {
-				b.Fatalf("warm-up %s, %d objects: %v", v.name, size.objects, err)
-			}
-			cancel()
-			e.verifyOwned(b, set)
-		}
+		warmUp(b, e, set, variants)
 		b.Run(fmt.Sprintf("objects=%d/%s", size.objects, modeFresh), func(b *testing.B) {
 			// The requests of one step, counted before the timed steps (untimed: b.Loop has
 			// not started the timer yet).

@@ -107,19 +107,7 @@ func BenchmarkStepLatency(b *testing.B) {
 				return checkResult(proc.step.Run(set.ro, stepContext(set)))
 			}},
 		}
-		// Warm every path once (connections, the plugin's lazily built client), untimed.
-		for _, v := range variants {
-			e.resetOwners(b, objs)
-			if v.proc != nil {
-				v.proc.bucket.waitFor(v.tokens)
-			}
-			ctx, cancel := bg()
-			if err := v.step(ctx); err != nil {
-				b.Fatalf("warm-up %s, %d objects: %v", v.name, size.objects, err)
-			}
-			cancel()
-			e.verifyOwned(b, set)
-		}
+		warmUp(b, e, set, variants)
 		for _, mode := range []string{modeFresh, modeIdempot} {
 			b.Run(fmt.Sprintf("objects=%d/%s", size.objects, mode), func(b *testing.B) {
 				run.add(b, latencyLeaf(b, e, set, mode == modeFresh, size.steps, variants))
@@ -207,4 +195,23 @@ func latencyLeaf(b *testing.B, e *env, set *objectSet, fresh bool, steps int, va
 	rec.metric(b, "steps", float64(pl.N))
 	rec.metric(b, "paced-s", paced.Seconds())
 	return rec
+}
+
+// warmUp runs every variant once, untimed (connections, the plugin's lazily built client),
+// and checks that each left the objects owned.
+func warmUp(b *testing.B, e *env, set *objectSet, variants []variant) {
+	b.Helper()
+	objs := set.objects()
+	for _, v := range variants {
+		e.resetOwners(b, objs)
+		if v.proc != nil {
+			v.proc.bucket.waitFor(v.tokens)
+		}
+		ctx, cancel := bg()
+		if err := v.step(ctx); err != nil {
+			b.Fatalf("warm-up %s, %d objects: %v", v.name, len(objs), err)
+		}
+		cancel()
+		e.verifyOwned(b, set)
+	}
 }
