@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // TestRunBoundedWhenAPIServerHangs: an apiserver that accepts connections and never answers

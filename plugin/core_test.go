@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

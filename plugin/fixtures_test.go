@@ -3,8 +3,8 @@ package plugin
 import (
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 const testNS = fixtures.Namespace

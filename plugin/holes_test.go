@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // The smaller holes of "every user counts": each test fails on the code before it.

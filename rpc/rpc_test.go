@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"

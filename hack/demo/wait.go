@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // errTimeout marks a wait that did not end in time.

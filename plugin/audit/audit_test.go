@@ -22,7 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 const wantAuditText = `Rollout shop/web

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // TestMain shortens the core's grace for missing objects: the fakes never create one late.

@@ -24,7 +24,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 )
 
 // runAuditCmd runs `configmap-attacher audit args…` on fakes (the metadata client served

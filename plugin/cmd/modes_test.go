@@ -28,8 +28,8 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
-	"github.com/configmap-attacher/configmap-attacher/test/fakemeta"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // The four modes — the step, the Job, the controller and audit -fix — find their candidates

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // The busy namespace's other workloads: busyDeployments Deployments with busyRevisions

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // env is the shared cluster with the Rollouts controller, the fake kubelet and one

@@ -9,7 +9,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

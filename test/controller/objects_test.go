@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

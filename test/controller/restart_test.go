@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // The apiserver restarted under the controller (a cluster of its own: the shared one keeps

@@ -3,7 +3,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // 6. Scenario 1 (two revisions) against the older controller, v1.9.1, with its own CRDs and

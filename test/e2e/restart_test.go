@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // 5. The controller restarted (a) while the rollout is paused after the step and (b) while

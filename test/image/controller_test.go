@@ -22,7 +22,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
 	"github.com/configmap-attacher/configmap-attacher/plugin/install"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // helmValues is the part of examples/helm-values.yaml the install uses.

@@ -20,7 +20,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 func runAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {

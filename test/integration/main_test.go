@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
-	"github.com/configmap-attacher/configmap-attacher/test/fixtures"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 var (

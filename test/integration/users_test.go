@@ -25,7 +25,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // "Every user counts" against the real control plane: before an object gets an owner, every

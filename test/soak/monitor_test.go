@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

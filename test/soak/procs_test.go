@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // Leader election of the controller mode: short, so that a SIGKILLed leader is replaced

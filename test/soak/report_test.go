@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 func quantile(ds []time.Duration, q float64) time.Duration {

@@ -127,12 +127,12 @@ func buildScript() (string, error) {
 	return p, nil
 }
 
-// RepoRoot is the module root: two directories above this source file when the build kept
+// RepoRoot is the module root: three directories above this source file (test/support/cluster) when the build kept
 // its path, else the first directory above the working directory (go test runs in the package
 // directory) with a go.mod and hack/build-binaries.sh.
 func RepoRoot() string {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
 			return root
 		}
