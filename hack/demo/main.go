@@ -56,7 +56,6 @@ type demo struct {
 
 	revs       map[int]*revision
 	pluginPIDs map[int]bool // plugin processes seen under the controller
-	buildDir   string       // temporary directory of a plugin built here
 }
 
 func run(keep bool, plugin string) int {
@@ -103,11 +102,8 @@ func (d *demo) setup() error {
 		return err
 	}
 	if d.plugin == "" {
-		if d.buildDir, err = os.MkdirTemp("", "cma-demo-plugin-"); err != nil {
-			return err
-		}
-		say("building the plugin binary ...")
-		if d.plugin, err = cluster.BuildPlugin(d.buildDir); err != nil {
+		say("building the plugin binary (or reusing the tests' build of the same sources) ...")
+		if d.plugin, err = cluster.PluginBinary(); err != nil {
 			return err
 		}
 	}
@@ -255,9 +251,6 @@ func (d *demo) teardown() {
 				}
 			}
 		}
-	}
-	if d.buildDir != "" {
-		os.RemoveAll(d.buildDir)
 	}
 	if len(stopped) > 0 {
 		say("torn down in %v: %s", since(t0), strings.Join(stopped, ", "))

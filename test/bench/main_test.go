@@ -1,24 +1,18 @@
 package bench
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // Environment of a benchmark run (make bench sets them).
 const (
-	// envBinary is the plugin binary to measure (make bench passes bin/configmap-attacher from
-	// `make build`); without it the benchmark builds one with the same flags.
-	envBinary = "CMA_PLUGIN_BINARY"
 	// envResults is where TestMain writes the run's figures as JSON. Relative paths in these
 	// variables are relative to the module root.
 	envResults = "CMA_BENCH_RESULTS"
@@ -66,7 +60,7 @@ func TestMain(m *testing.M) {
 		sharedErr = cluster.InstallRolloutCRD(shared)
 	}
 	if sharedErr == nil {
-		pluginBin, sharedErr = pluginBinary()
+		pluginBin, sharedErr = cluster.PluginBinary() // make bench passes make build's
 	}
 	if sharedErr != nil {
 		fmt.Fprintln(os.Stderr, "bench setup:", sharedErr)
@@ -92,30 +86,4 @@ func sharedCluster(b *testing.B) *cluster.Cluster {
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// pluginBinary returns $CMA_PLUGIN_BINARY, or builds the binary exactly as `make build` does
-// (static, -trimpath, stripped with -s -w) into a temporary directory.
-func pluginBinary() (string, error) {
-	if abs := envPath(envBinary); abs != "" {
-		if _, err := os.Stat(abs); err != nil {
-			return "", fmt.Errorf("%s: %w", envBinary, err)
-		}
-		return abs, nil
-	}
-	dir, err := os.MkdirTemp("", "cma-bench-bin-")
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "configmap-attacher")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X github.com/configmap-attacher/configmap-attacher/plugin.Version=bench", "-o", out, ".")
-	cmd.Dir = repoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return out, nil
 }

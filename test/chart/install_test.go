@@ -42,7 +42,7 @@ func TestHelmInstall(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil { // the chart's default workloads include rollouts
 		t.Fatal(err)
 	}
-	bin, err := cluster.BuildPlugin(t.TempDir())
+	bin, err := cluster.PluginBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

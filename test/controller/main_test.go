@@ -46,13 +46,7 @@ func runMain(m *testing.M) int {
 		_ = flag.Set("test.parallel", "8") // the tests mostly wait on controllers
 	}
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "cma-controller-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin, err := cluster.BuildPlugin(dir)
+	bin, err := cluster.PluginBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller tests:", err)
 		return 1

@@ -43,13 +43,7 @@ func runMain(m *testing.M) int {
 		_ = flag.Set("test.parallel", "8")
 	}
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "cma-e2e-plugin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	pluginBin, pluginErr = cluster.BuildPlugin(dir)
+	pluginBin, pluginErr = cluster.PluginBinary()
 	if pluginErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", pluginErr)
 	}

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 const (
@@ -25,7 +26,6 @@ const (
 	repo    = "ghcr.io/configmap-attacher/configmap-attacher"
 	ref     = repo + ":" + version
 	epoch   = 1700000000 // SOURCE_DATE_EPOCH
-	pkg     = "github.com/configmap-attacher/configmap-attacher"
 )
 
 // archs are the image's platforms (linux/...), in index order.
@@ -33,46 +33,21 @@ var archs = []string{"amd64", "arm64"}
 
 var (
 	binOnce sync.Once
-	binDir  string
 	bins    map[string]string
 	binErr  error
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// binaries builds the static linux binaries of every arch once per test binary, as `make image`
-// builds them, and returns their paths by arch.
+// binaries returns the static linux binaries of every arch, built as `make image` builds them
+// (cluster.BuildPluginCached: once per source tree, shared by the runs), by arch.
 func binaries(t *testing.T) map[string]string {
 	t.Helper()
 	binOnce.Do(func() {
-		start := time.Now()
-		if binDir, binErr = os.MkdirTemp("", "cma-image-bin-"); binErr != nil {
-			return
-		}
 		bins = map[string]string{}
-		root, err := moduleRootErr()
-		if err != nil {
-			binErr = err
-			return
-		}
 		for _, a := range archs {
-			p := filepath.Join(binDir, "configmap-attacher-linux-"+a)
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X "+pkg+"/plugin.Version="+version, "-o", p, ".")
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				binErr = fmt.Errorf("go build linux/%s: %v\n%s", a, err, out)
+			if bins[a], binErr = cluster.BuildPluginCached(cluster.PluginBuild{GOOS: "linux", GOARCH: a, Version: version}); binErr != nil {
 				return
 			}
-			bins[a] = p
 		}
-		fmt.Fprintf(os.Stderr, "test/image: built linux/%v binaries in %s\n", archs, time.Since(start).Round(time.Millisecond))
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

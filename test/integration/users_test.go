@@ -35,40 +35,22 @@ import (
 
 // ---- helpers ----------------------------------------------------------------------------
 
-var (
-	usersBinOnce sync.Once
-	usersBin     string
-	usersBinErr  error
-)
-
-// pluginBinary builds the configmap-attacher binary from the working tree once per test
-// binary (into the shared cluster's state directory, removed with it); CMA_PLUGIN_BINARY
-// names a prebuilt one instead.
-func pluginBinary(t *testing.T, c *cluster.Cluster) string {
+// pluginBinary is the configmap-attacher binary (cluster.PluginBinary: CMA_PLUGIN_BINARY, or
+// built once per source tree).
+func pluginBinary(t *testing.T) string {
 	t.Helper()
-	usersBinOnce.Do(func() {
-		if b := os.Getenv("CMA_PLUGIN_BINARY"); b != "" {
-			usersBin = b
-			return
-		}
-		dir, err := os.MkdirTemp(c.Dir, "plugin-bin-")
-		if err != nil {
-			usersBinErr = err
-			return
-		}
-		usersBin, usersBinErr = cluster.BuildPlugin(dir)
-	})
-	if usersBinErr != nil {
-		t.Fatalf("build the plugin binary: %v", usersBinErr)
+	bin, err := cluster.PluginBinary()
+	if err != nil {
+		t.Fatalf("the plugin binary: %v", err)
 	}
-	return usersBin
+	return bin
 }
 
 // controllerMode runs `configmap-attacher controller` (the real binary, examples/
 // controller.yaml's identity) watching only the test's namespace, until the test ends.
 func (e *env) controllerMode(extra ...string) *cluster.ControllerProcess {
 	e.t.Helper()
-	bin := pluginBinary(e.t, e.c)
+	bin := pluginBinary(e.t)
 	// The shared cluster has only the Rollout CRD; the controller mode is tested with the
 	// Experiment CRD installed too, as Argo Rollouts installs it.
 	dir, err := cluster.RolloutsModuleDir()
@@ -413,7 +395,7 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 	e.waitObserved(oldRS) // the ReplicaSet controller is done with it before the freeze
 
 	// Prepare the controller mode's binary and identity before the freeze (building takes a while).
-	pluginBinary(t, c)
+	pluginBinary(t)
 
 	resume := freezeControllerManager(t, c)
 	bg := metav1.DeletePropagationBackground

@@ -357,7 +357,7 @@ func (s *soak) setup(n int) {
 		if _, err := cluster.RolloutsDir(cluster.RolloutsVersion); err != nil {
 			cluster.SkipOrFail(t, err)
 		}
-		b, err := cluster.BuildPlugin(t.TempDir())
+		b, err := cluster.PluginBinary()
 		if err != nil {
 			t.Fatal(err)
 		}

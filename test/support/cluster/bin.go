@@ -154,16 +154,3 @@ func RepoRoot() string {
 		d = parent
 	}
 }
-
-// BuildPlugin builds the plugin binary (CGO_ENABLED=0) from the module root into dir and
-// returns its path.
-func BuildPlugin(dir string) (string, error) {
-	out := filepath.Join(dir, "configmap-attacher")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build the plugin: %v\n%s", err, b)
-	}
-	return out, nil
-}
