@@ -42,15 +42,6 @@ const pluginName = "configmap-attacher/configmap-attacher"
 // setLabel marks every object of a fixture set, for listing them back.
 const setLabel = "bench.configmap-attacher/set"
 
-// controllerHandshake is the handshake of the Argo Rollouts controller
-// (rollout/steps/plugin/client/client.go, v1.10.2), written out rather than taken from
-// rpc.Handshake.
-var controllerHandshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  1,
-	MagicCookieKey:   "ARGO_ROLLOUTS_RPC_PLUGIN",
-	MagicCookieValue: "step",
-}
-
 // env is one benchmark's namespace with its clients.
 type env struct {
 	c        *cluster.Cluster
@@ -516,8 +507,7 @@ func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 }
 
 // pluginProc is the built binary serving the step plugin, started exactly as the Argo
-// Rollouts controller starts it (rollout/steps/plugin/client/client.go): its handshake, the
-// plugin map key RpcStepPlugin, exec.Command(path, args...), Managed.
+// Rollouts controller starts it (cluster.StartStepPlugin).
 type pluginProc struct {
 	client *goplugin.Client
 	step   rolloutsrpc.StepPlugin
@@ -530,25 +520,11 @@ type pluginProc struct {
 
 func startPlugin(b testing.TB, qps float64, burst int, args ...string) *pluginProc {
 	b.Helper()
-	c := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig: controllerHandshake,
-		Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},
-		Cmd:             exec.Command(pluginBin, args...),
-		Managed:         true,
-		// The controller's default logger (hclog, level trace) re-logs every plugin line; the
-		// lines are parsed and formatted as there, then dropped.
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Trace}),
-	})
-	b.Cleanup(c.Kill)
-	proto, err := c.Client()
-	if err != nil {
-		b.Fatalf("starting the plugin: %v", err)
-	}
-	raw, err := proto.Dispense("RpcStepPlugin")
-	if err != nil {
-		b.Fatalf("Dispense: %v", err)
-	}
-	p := &pluginProc{client: c, step: raw.(rolloutsrpc.StepPlugin), pid: c.ReattachConfig().Pid, args: args, bucket: newTokenBucket(qps, burst)}
+	// The controller's default logger (hclog, level trace) re-logs every plugin line; the
+	// lines are parsed and formatted as there, then dropped.
+	c, step := cluster.StartStepPlugin(b, exec.Command(pluginBin, args...),
+		hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Trace}))
+	p := &pluginProc{client: c, step: step, pid: c.ReattachConfig().Pid, args: args, bucket: newTokenBucket(qps, burst)}
 	if rerr := p.step.InitPlugin(); rerr.HasError() {
 		b.Fatalf("InitPlugin: %v", rerr)
 	}

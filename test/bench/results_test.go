@@ -317,7 +317,7 @@ func binaryVersion(bin string) string {
 func envWithoutCookie() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, controllerHandshake.MagicCookieKey+"=") {
+		if !strings.HasPrefix(kv, cluster.RolloutsHandshake.MagicCookieKey+"=") {
 			env = append(env, kv)
 		}
 	}
