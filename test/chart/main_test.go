@@ -36,10 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	shared, sharedErr = cluster.StartShared(cluster.Options{})
-	code := m.Run()
-	shared.Stop()
-	os.Exit(code)
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "chart", Shared: &shared, Err: &sharedErr}))
 }
 
 // repoRoot is the module root (two directories above this file).

@@ -8,7 +8,6 @@ package controller
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,41 +35,31 @@ var (
 	sharedErr error
 )
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", "8") // the tests mostly wait on controllers
-	}
-	start := time.Now()
+func TestMain(m *testing.M) {
 	bin, err := cluster.PluginBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller tests:", err)
-		return 1
+		os.Exit(1)
 	}
-	c, err := cluster.StartShared(cluster.Options{})
-	if err == nil {
-		shared, err = startEnv(c, bin)
-	}
-	sharedErr = err
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "controller tests: shared environment:", err)
-	} else {
-		fmt.Fprintf(os.Stderr, "controller tests: environment up in %v (controller log %s)\n", time.Since(start).Round(time.Millisecond), shared.ctl.LogPath)
-	}
-	code := m.Run()
-	if shared != nil {
-		shared.ctl.Stop()
-		if err := shared.rollouts.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "controller tests: stopping the Rollouts controller:", err)
-		}
-		shared.kubelet.Stop()
-	}
-	c.Stop()
-	return code
+	var c *cluster.Cluster
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "controller tests", Parallel: 8, Shared: &c, Err: &sharedErr,
+		Setup: func(c *cluster.Cluster) (err error) {
+			if shared, err = startEnv(c, bin); err == nil {
+				fmt.Fprintf(os.Stderr, "controller tests: controller log %s\n", shared.ctl.LogPath)
+			}
+			return err
+		},
+		Teardown: func() error {
+			shared.ctl.Stop()
+			err := shared.rollouts.Stop()
+			shared.kubelet.Stop()
+			if err != nil {
+				// As before: reported, not a failure of the run.
+				fmt.Fprintln(os.Stderr, "controller tests: stopping the Rollouts controller:", err)
+			}
+			return nil
+		},
+	}))
 }
 
 func startEnv(c *cluster.Cluster, bin string) (*env, error) {

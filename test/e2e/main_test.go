@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -30,48 +29,23 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	// The tests mostly wait on controllers: run more of them at once than GOMAXPROCS (the
-	// default of -parallel) unless -parallel is given.
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", "8")
-	}
-	start := time.Now()
 	pluginBin, pluginErr = cluster.PluginBinary()
 	if pluginErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", pluginErr)
 	}
-	c, err := cluster.StartShared(cluster.Options{})
-	if err == nil && pluginErr != nil {
-		err = pluginErr
-	}
-	if err == nil {
-		shared, err = startEnv(c, cluster.RolloutsVersion)
-	}
-	sharedErr = err
-	if sharedErr != nil {
-		fmt.Fprintln(os.Stderr, "e2e: shared environment:", sharedErr)
-	} else {
-		fmt.Fprintf(os.Stderr, "e2e: shared cluster and rollouts-controller %s up in %v (controller pid %d, log %s)\n",
-			cluster.RolloutsVersion, time.Since(start).Round(time.Millisecond), shared.ctl.PID(), shared.ctl.LogPath)
-	}
-	code := m.Run()
-	if shared != nil {
-		if err := shared.stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: stopping the shared controller:", err)
-			if code == 0 {
-				code = 1
+	var c *cluster.Cluster
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "e2e", Parallel: 8, Shared: &c, Err: &sharedErr,
+		Setup: func(c *cluster.Cluster) (err error) {
+			if pluginErr != nil {
+				return pluginErr
 			}
-		}
-	}
-	c.Stop() // nil-safe; keeps the state directory with CMA_KEEP_CLUSTER_DIR=1
-	return code
+			if shared, err = startEnv(c, cluster.RolloutsVersion); err == nil {
+				fmt.Fprintf(os.Stderr, "e2e: rollouts-controller %s pid %d, log %s\n", cluster.RolloutsVersion, shared.ctl.PID(), shared.ctl.LogPath)
+			}
+			return err
+		},
+		Teardown: func() error { return shared.stop() },
+	}))
 }
 
 // startEnv starts the fake kubelet and a controller of the given version on c.

@@ -6,7 +6,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -35,16 +34,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	shared, sharedErr = cluster.StartShared(cluster.Options{})
-	if sharedErr == nil {
-		sharedErr = cluster.InstallRolloutCRD(shared)
-	}
-	if sharedErr != nil {
-		fmt.Fprintln(os.Stderr, "shared cluster:", sharedErr)
-	}
-	code := m.Run()
-	shared.Stop()
-	os.Exit(code)
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "integration", RolloutCRD: true, Shared: &shared, Err: &sharedErr}))
 }
 
 // sharedCluster returns the package's cluster, or skips (fails with CI=true) without one.

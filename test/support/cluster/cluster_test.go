@@ -24,13 +24,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	shared, sharedErr = StartShared(Options{})
-	if sharedErr != nil {
-		os.Stderr.WriteString("shared cluster: " + sharedErr.Error() + "\n")
-	}
-	code := m.Run()
-	shared.Stop()
-	os.Exit(code)
+	os.Exit(Main(m, MainOptions{Name: "test/support/cluster", Shared: &shared, Err: &sharedErr}))
 }
 
 func newReplicaSet(name string) *appsv1.ReplicaSet {
