@@ -34,6 +34,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // pluginName is the step plugin's name in argo-rollouts-config.
@@ -248,17 +249,7 @@ func (e *env) createReplicaSet(ctx context.Context, ro *v1alpha1.Rollout, hash s
 }
 
 // podSpec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
-func podSpec(configMaps, secrets []string) corev1.PodSpec {
-	c := corev1.Container{Name: "app", Image: "nginx"}
-	var vols []corev1.Volume
-	for _, cm := range configMaps {
-		vols = append(vols, corev1.Volume{Name: "v-" + fmt.Sprint(len(vols)), VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
-	}
-	for _, s := range secrets {
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
-	}
-	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
-}
+var podSpec = fixtures.PodSpec
 
 // objRef names one ConfigMap or Secret.
 type objRef struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,19 +105,8 @@ func createConfig(t *testing.T, kube kubernetes.Interface, ns, cm, secret string
 	}
 }
 
-func podSpec(cm, secret string) corev1.PodSpec {
-	no := false
-	c := corev1.Container{Name: "app", Image: "registry.invalid/web:1"}
-	var vols []corev1.Volume
-	if secret != "" {
-		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: secret}}}}
-	}
-	if cm != "" {
-		c.VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app", ReadOnly: true}}
-		vols = []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}
-	}
-	return corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{c}, Volumes: vols}
-}
+// podSpec uses ConfigMap cm and Secret secret (an empty name: none) in pods that run.
+var podSpec = fixtures.RunnablePodSpec
 
 func (a *app) template(rev int) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: a.name}}, Spec: podSpec(a.cm(rev), a.secret(rev))}

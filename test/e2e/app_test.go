@@ -13,6 +13,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -103,19 +104,9 @@ func (a *app) createConfig(rev int) {
 }
 
 func (a *app) template(rev int) corev1.PodTemplateSpec {
-	no := false
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{cluster.LabelApp: a.name}},
-		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken: &no,
-			Containers: []corev1.Container{{
-				Name: "app", Image: "registry.invalid/web:1",
-				EnvFrom:      []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: a.secret(rev)}}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app", ReadOnly: true}},
-			}},
-			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: a.cm(rev)}}}}},
-		},
+		Spec:       fixtures.RunnablePodSpec(a.cm(rev), a.secret(rev)),
 	}
 }
 
