@@ -12,16 +12,25 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: build test unit lint release binaries demo clean fuzz bench image soak docs
+.PHONY: build check test unit lint release binaries demo clean fuzz bench image soak docs
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
-## test: every test: unit, RPC, binary, and the real control plane (the README's test command).
+## check: the short tier, for the inner loop: lint (gofmt, go vet, go mod tidy, golangci-lint),
+## the tests that need no control plane, and the docs-drift checks (the flag tables of README.md
+## and docs/*.md; hack/docs's test checks the same). Under a minute warm on 2 cores.
+UNIT_PKGS := ./plugin/... ./rpc/... ./hack/... ./test/support/fixtures ./test/support/fakemeta ./test/bench
+check: lint
+	go test -count=1 $(UNIT_PKGS)
+	go run ./hack/docs -check
+
+## test: every test: unit, RPC, binary, and the real control plane (the README's test command,
+## and CI's through .ci/run).
 test: lint binaries
 	go test $(GO_TEST_FLAGS) ./...
 
-## unit: the tests that need no control plane.
+## unit: the core's and the RPC boundary's tests under the race detector.
 unit:
 	go test -race -count=1 ./plugin/... ./rpc/...
 
@@ -44,7 +53,8 @@ demo: build
 	go build -o bin/demo ./hack/demo
 	bin/demo -plugin $(BIN)$(if $(filter-out 0 false no,$(KEEP)), -keep)
 
-## lint: gofmt, go vet and golangci-lint (hack/golangci.yml says which linters and why).
+## lint: gofmt, go vet, go mod tidy -diff and golangci-lint (.golangci.yml says which linters
+## and why).
 lint:
 	hack/lint.sh
 

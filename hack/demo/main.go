@@ -1,6 +1,6 @@
 // Command demo is the README's "run it": on a local control plane (etcd, kube-apiserver,
-// kube-controller-manager on 127.0.0.1, from test/cluster) with the real Argo Rollouts
-// controller loading the plugin as users install it (test/e2e), it takes a canary Rollout
+// kube-controller-manager on 127.0.0.1, from test/support/cluster) with the real Argo Rollouts
+// controller loading the plugin as users install it (test/rollouts), it takes a canary Rollout
 // `web` through four revisions, each with its own content-hash named ConfigMap and Secret,
 // and after each stage prints which ReplicaSet owns which object. It shows a stable pod
 // replaced mid-canary finding its config after an Argo CD-style prune, and revisionHistoryLimit

@@ -200,7 +200,7 @@ func (d *demo) spotReplacement(n int) error {
 		return err
 	}
 	say("(without the owner references the prune deletes them and the pod stays in CreateContainerConfigError:")
-	say(" test/e2e TestSpotReplacementMidCanary/without-plugin)")
+	say(" test/rollouts TestSpotReplacementMidCanary/without-plugin)")
 	return nil
 }
 

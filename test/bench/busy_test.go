@@ -45,7 +45,7 @@ const busyReplicaSets = busyDeployments * busyRevisions
 // (plugin.Step as cmd.StepPlugin builds it) and plugin-rpc (the built binary through go-plugin,
 // default client limits, never throttled while timed).
 //
-// Each leaf also reports, untimed: the API requests of one step (test/cluster's counting
+// Each leaf also reports, untimed: the API requests of one step (test/support/cluster's counting
 // transport around an in-process plugin.Step with its Event, and around floor+users), the
 // heap allocations per step in the benchmark process of floor+users and inprocess
 // (runtime.MemStats around each step: client-go decoding the 200 ReplicaSets, and for

@@ -1,5 +1,5 @@
 // Package bench holds the benchmarks of the step plugin against a real control plane (etcd,
-// kube-apiserver and kube-controller-manager from test/cluster, on 127.0.0.1): step latency
+// kube-apiserver and kube-controller-manager from test/support/cluster, on 127.0.0.1): step latency
 // through the go-plugin RPC boundary of the built binary beside a client-go floor (the patches
 // alone, and the patches after the same reads of the namespace's users the step makes), the
 // same in a namespace that also holds 200 unrelated ReplicaSets (with requests and allocations

@@ -21,7 +21,7 @@ import (
 // requestSteps is how many steps each request-count leaf runs per invocation.
 const requestSteps = 3
 
-// BenchmarkAPIRequests counts the API requests of one step with test/cluster's counting
+// BenchmarkAPIRequests counts the API requests of one step with test/support/cluster's counting
 // transport around an in-process plugin.Step built as cmd.StepPlugin builds it (events on the
 // Rollout included), on the plugin's identity. The child process's requests cannot be
 // wrapped; the code path is the same. Counts do not depend on client-side limits.

@@ -1,5 +1,5 @@
 // Package chart tests charts/configmap-attacher with the real helm (built from Go modules by
-// hack/build-binaries.sh helm) against the real control plane (test/cluster): helm lint, helm
+// hack/build-binaries.sh helm) against the real control plane (test/support/cluster): helm lint, helm
 // template of every values combination applied with a server-side dry run (the ServiceMonitor
 // and PrometheusRule CRDs come from the prometheus-operator Go module), and helm install, after
 // which the built binary runs on the host with exactly the arguments the chart rendered into its

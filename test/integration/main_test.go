@@ -1,6 +1,6 @@
 // Package integration proves ownership and garbage collection against a real control plane:
 // etcd, kube-apiserver and kube-controller-manager (with the garbage collector) on 127.0.0.1,
-// started by test/cluster from binaries built from Go modules.
+// started by test/support/cluster from binaries built from Go modules.
 package integration
 
 import (

@@ -1,5 +1,5 @@
 // Package soak is the invariant soak (issue 13): random, weighted rollout operations and
-// injected faults against the real control plane (test/cluster), the real Argo Rollouts
+// injected faults against the real control plane (test/support/cluster), the real Argo Rollouts
 // controller with the step plugin and `configmap-attacher controller` (2 replicas with leader
 // election), with the ownership invariants checked every second and again once quiet. Besides
 // the SOAK_ROLLOUTS workloads (one namespace each) there is a shared-config namespace: a step

@@ -614,7 +614,7 @@ func (wd *world) settled(w *workload) (bool, string) {
 	return true, ""
 }
 
-// --- kubectl argo rollouts, as the plugin's CLI does it (see test/e2e/actions_test.go) ---
+// --- kubectl argo rollouts, as the plugin's CLI does it (see test/rollouts/actions_test.go) ---
 
 func (wd *world) getRollout(w *workload) (*v1alpha1.Rollout, error) {
 	return wd.ro.ArgoprojV1alpha1().Rollouts(w.ns).Get(nowCtx(), w.name, metav1.GetOptions{})

@@ -105,7 +105,7 @@ func findBinDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s lacks %v and %v", ErrUnavailable, dir, m, err)
 	}
-	fmt.Fprintf(os.Stderr, "test/cluster: %s lacks %v; building with %s %v (several minutes when cold)\n", dir, m, script, m)
+	fmt.Fprintf(os.Stderr, "test/support/cluster: %s lacks %v; building with %s %v (several minutes when cold)\n", dir, m, script, m)
 	cmd := exec.Command("bash", append([]string{script}, m...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Env = append(os.Environ(), "CMA_CACHE="+CacheDir())

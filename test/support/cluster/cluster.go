@@ -96,7 +96,7 @@ func StartShared(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "test/cluster: shared cluster up in %v: %s (state %s)\n", time.Since(start).Round(time.Millisecond), c.Host, c.Dir)
+	fmt.Fprintf(os.Stderr, "test/support/cluster: shared cluster up in %v: %s (state %s)\n", time.Since(start).Round(time.Millisecond), c.Host, c.Dir)
 	return c, nil
 }
 
@@ -121,7 +121,7 @@ func (c *Cluster) Stop() {
 	}
 	c.stop()
 	if os.Getenv("CMA_KEEP_CLUSTER_DIR") == "1" {
-		fmt.Fprintf(os.Stderr, "test/cluster: state and logs kept in %s\n", c.Dir)
+		fmt.Fprintf(os.Stderr, "test/support/cluster: state and logs kept in %s\n", c.Dir)
 		return
 	}
 	os.RemoveAll(c.Dir)
@@ -144,7 +144,7 @@ func (c *Cluster) stop() {
 		t2 := time.Now()
 		c.etcd.stop(etcdGrace)
 		if os.Getenv("CMA_CLUSTER_DEBUG") == "1" {
-			fmt.Fprintf(os.Stderr, "test/cluster: stopped %s: kcm %v, apiserver %v, etcd %v\n", c.Dir,
+			fmt.Fprintf(os.Stderr, "test/support/cluster: stopped %s: kcm %v, apiserver %v, etcd %v\n", c.Dir,
 				t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
 		}
 	})

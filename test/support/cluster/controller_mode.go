@@ -24,7 +24,7 @@ const (
 
 // ControllerModeIdentity applies the RBAC of examples/controller.yaml (everything but the
 // Deployment, PodDisruptionBudget and Service), waits until the authorizer grants it, and
-// writes a kubeconfig with the ServiceAccount's token into c.Dir: the identity test/controller,
+// writes a kubeconfig with the ServiceAccount's token into c.Dir: the identity test/controllermode,
 // test/soak and hack/demo run the controller mode with, as a cluster would.
 func ControllerModeIdentity(ctx context.Context, c *Cluster, cs kubernetes.Interface) (string, error) {
 	b, err := os.ReadFile(filepath.Join(RepoRoot(), "examples", "controller.yaml"))
@@ -68,7 +68,7 @@ func ControllerModeIdentity(ctx context.Context, c *Cluster, cs kubernetes.Inter
 // ControllerProcess is one `configmap-attacher controller` process with metrics and health
 // on free loopback ports, its output appended to LogPath (each start preceded by a
 // "=== start" line). Only its own PID is ever signalled; it gets SIGKILL when the test binary
-// dies. test/controller, test/soak and hack/demo start the controller mode with it.
+// dies. test/controllermode, test/soak and hack/demo start the controller mode with it.
 type ControllerProcess struct {
 	Name    string
 	LogPath string

@@ -13,16 +13,14 @@
 //	ns := c.Namespace(t)
 //	cs := c.Client(t)
 //
-// One cluster per package, from TestMain:
+// One cluster per package, from TestMain (Main, main.go; MainOptions.Setup starts what else
+// the package shares on it):
 //
 //	var shared *cluster.Cluster
 //	var sharedErr error
 //
 //	func TestMain(m *testing.M) {
-//		shared, sharedErr = cluster.StartShared(cluster.Options{})
-//		code := m.Run()
-//		shared.Stop() // nil-safe
-//		os.Exit(code)
+//		os.Exit(cluster.Main(m, cluster.MainOptions{Name: "mypkg", Shared: &shared, Err: &sharedErr}))
 //	}
 //
 //	func TestX(t *testing.T) {
@@ -33,9 +31,13 @@
 // Beyond the control plane, the package holds what more than one test package (and hack/demo)
 // needs, so that no package imports another test package and each helper exists once:
 //
+//   - PluginBinary and BuildPluginCached (build.go): the configmap-attacher binary, built as
+//     `make build` builds it once per source tree into bin/test-binaries/<hash> and shared by
+//     every test package and run ($CMA_PLUGIN_BINARY names a prebuilt one instead).
 //   - RolloutsController (rollouts_controller.go): the real Argo Rollouts controller with the
 //     plugin registered in argo-rollouts-config and its RBAC as users install it; RolloutsDir,
-//     InstallCRDs, BuildPlugin, RepoRoot (rollouts.go, bin.go).
+//     InstallCRDs, RepoRoot (rollouts.go, bin.go); StartStepPlugin and RolloutsHandshake
+//     (stepplugin.go): the binary started as that controller starts a step plugin.
 //   - FakeKubelet (kubelet.go): makes pods Running and Ready, or CreateContainerConfigError
 //     when a ConfigMap or Secret they use is missing; ConfigRef and PodConfigRefs.
 //   - ControllerProcess and ControllerModeIdentity (controller_mode.go): `configmap-attacher
@@ -55,6 +57,7 @@
 // Environment:
 //
 //	CMA_CACHE             binary cache root (default $HOME/.cache/configmap-attacher)
+//	CMA_PLUGIN_BINARY     the configmap-attacher binary to test instead of building one
 //	CMA_KUBE_BIN_DIR      use this directory of binaries instead of the cache; never build
 //	CMA_NO_BUILD=1        do not run hack/build-binaries.sh when binaries are missing
 //	CI=true, CMA_REQUIRE_CLUSTER=1   missing binaries fail instead of skip

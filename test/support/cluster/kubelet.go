@@ -140,7 +140,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 func (k *FakeKubelet) logError(key string, err error) {
 	if n := k.errors.Add(1); n <= 20 {
-		fmt.Fprintf(os.Stderr, "test/cluster: fake kubelet: pod %s: %v\n", key, err)
+		fmt.Fprintf(os.Stderr, "test/support/cluster: fake kubelet: pod %s: %v\n", key, err)
 	}
 }
 

@@ -69,7 +69,7 @@ func RolloutsDir(version string) (string, error) {
 		comp, env = "rollouts-controller-old", "ROLLOUTS_OLD_VERSION="+version
 	}
 	script := filepath.Join(RepoRoot(), "hack", "build-binaries.sh")
-	fmt.Fprintf(os.Stderr, "test/cluster: %s lacks the Argo Rollouts controller; building with %s %s (several minutes when cold)\n", dir, script, comp)
+	fmt.Fprintf(os.Stderr, "test/support/cluster: %s lacks the Argo Rollouts controller; building with %s %s (several minutes when cold)\n", dir, script, comp)
 	cmd := exec.Command("bash", script, comp)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Env = append(os.Environ(), "CMA_CACHE="+CacheDir(), env)

@@ -1,4 +1,4 @@
-package e2e
+package rollouts
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// labelRevision is the revision label of the revisioned objects (the others are test/cluster's).
+// labelRevision is the revision label of the revisioned objects (the others are test/support/cluster's).
 const labelRevision = "e2e/revision"
 
 // app is one Rollout in a test namespace whose revision N uses ConfigMap <name>-config-N

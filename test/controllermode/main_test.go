@@ -1,10 +1,10 @@
-// Package controller tests `configmap-attacher controller` on a real control plane (etcd,
-// kube-apiserver, kube-controller-manager from test/cluster), with the real Argo Rollouts
-// controller (test/cluster's RolloutsController) wherever Rollouts move, the
-// kube-controller-manager's Deployment controller for Deployments, and test/cluster's FakeKubelet
+// Package controllermode (test/controllermode) tests `configmap-attacher controller` on a real control plane (etcd,
+// kube-apiserver, kube-controller-manager from test/support/cluster), with the real Argo Rollouts
+// controller (test/support/cluster's RolloutsController) wherever Rollouts move, the
+// kube-controller-manager's Deployment controller for Deployments, and test/support/cluster's FakeKubelet
 // so that pods become Ready only when their ConfigMaps and Secrets exist. The controller runs
 // as its own process (the built binary) with the RBAC of examples/controller.yaml.
-package controller
+package controllermode
 
 import (
 	"context"
@@ -38,14 +38,14 @@ var (
 func TestMain(m *testing.M) {
 	bin, err := cluster.PluginBinary()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "controller tests:", err)
+		fmt.Fprintln(os.Stderr, "test/controllermode:", err)
 		os.Exit(1)
 	}
 	var c *cluster.Cluster
-	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "controller tests", Parallel: 8, Shared: &c, Err: &sharedErr,
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "test/controllermode", Parallel: 8, Shared: &c, Err: &sharedErr,
 		Setup: func(c *cluster.Cluster) (err error) {
 			if shared, err = startEnv(c, bin); err == nil {
-				fmt.Fprintf(os.Stderr, "controller tests: controller log %s\n", shared.ctl.LogPath)
+				fmt.Fprintf(os.Stderr, "test/controllermode: controller log %s\n", shared.ctl.LogPath)
 			}
 			return err
 		},
@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 			shared.kubelet.Stop()
 			if err != nil {
 				// As before: reported, not a failure of the run.
-				fmt.Fprintln(os.Stderr, "controller tests: stopping the Rollouts controller:", err)
+				fmt.Fprintln(os.Stderr, "test/controllermode: stopping the Rollouts controller:", err)
 			}
 			return nil
 		},

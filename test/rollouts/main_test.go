@@ -1,4 +1,4 @@
-package e2e
+package rollouts
 
 import (
 	"context"
@@ -31,16 +31,16 @@ var (
 func TestMain(m *testing.M) {
 	pluginBin, pluginErr = cluster.PluginBinary()
 	if pluginErr != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", pluginErr)
+		fmt.Fprintln(os.Stderr, "test/rollouts:", pluginErr)
 	}
 	var c *cluster.Cluster
-	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "e2e", Parallel: 8, Shared: &c, Err: &sharedErr,
+	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "test/rollouts", Parallel: 8, Shared: &c, Err: &sharedErr,
 		Setup: func(c *cluster.Cluster) (err error) {
 			if pluginErr != nil {
 				return pluginErr
 			}
 			if shared, err = startEnv(c, cluster.RolloutsVersion); err == nil {
-				fmt.Fprintf(os.Stderr, "e2e: rollouts-controller %s pid %d, log %s\n", cluster.RolloutsVersion, shared.ctl.PID(), shared.ctl.LogPath)
+				fmt.Fprintf(os.Stderr, "test/rollouts: rollouts-controller %s pid %d, log %s\n", cluster.RolloutsVersion, shared.ctl.PID(), shared.ctl.LogPath)
 			}
 			return err
 		},
