@@ -6,30 +6,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// This file is the ownership core: every mode (the step, the command line, audit -fix and the
-// controller) decides what to write with Reconcile, so there is one set of rules.
-
-// Policy is the administrator's rule on what may be written.
-type Policy struct {
-	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
-	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
-	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
-	// garbage collector delete it later (a confused deputy).
-	RequireOptIn bool
-	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
-	OptIn labels.Selector
-}
-
-func (p Policy) optIn() labels.Selector {
-	if !Positive(p.OptIn) {
-		return OptInSelector()
-	}
-	return p.OptIn
-}
+// The ownership core: every mode (the step, the command line, audit -fix and the controller)
+// decides what to write with Reconcile, so there is one set of rules.
 
 // Request is one run of the ownership core, the one write entry point of every mode: the step
 // and the Job (an explicit list and a target, discovery), the controller and audit -fix
@@ -61,6 +44,14 @@ type Request struct {
 	// Source is what the explicit list is called in messages (default "the step config"; the
 	// Job: "-configmaps/-secrets").
 	Source string
+}
+
+// listName is what the explicit list is called in messages.
+func (r Request) listName() string {
+	if r.Source == "" {
+		return "the step config"
+	}
+	return r.Source
 }
 
 // Skip reasons.

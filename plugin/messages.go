@@ -3,9 +3,13 @@ package plugin
 import (
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
-// The messages a run reports: what was attached, skipped, discovered or refused, and why.
+// Every user-facing message of the core: what a run attached, skipped, discovered or
+// refused, and why, with the fix.
 
 // forbiddenMessage says which rule refused the patch: an admission webhook, the
 // OwnerReferencesPermissionEnforcement admission plugin, or RBAC.
@@ -175,4 +179,120 @@ func (sk Skip) optIn() string {
 func blockedMessage(b Blocked) string {
 	return fmt.Sprintf("%s is also used by %s; configmap-attacher only manages config used by ReplicaSets alone (an owner reference would let the garbage collector delete it under %s)",
 		b.Object, strings.Join(b.Users, ", "), verb(len(b.Users), "that user", "those users"))
+}
+
+// successMessage says what was attached and what was skipped, e.g.
+// "attached 2 ConfigMaps and 1 Secret to ReplicaSet web-7f9c2d".
+func successMessage(rs string, attached []Object, skipped []Skip) string {
+	var cms, secs int
+	for _, o := range attached {
+		if o.Kind == KindSecret {
+			secs++
+		} else {
+			cms++
+		}
+	}
+	var counts []string
+	if cms > 0 {
+		counts = append(counts, plural(cms, "ConfigMap"))
+	}
+	if secs > 0 {
+		counts = append(counts, plural(secs, "Secret"))
+	}
+	msg := "attached nothing to ReplicaSet " + rs
+	if len(counts) > 0 {
+		msg = fmt.Sprintf("attached %s to ReplicaSet %s", strings.Join(counts, " and "), rs)
+	}
+	for _, sk := range skipped {
+		msg += "; " + skipMessage(sk, rs)
+	}
+	return msg
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// optInRefusal says that the policy refuses objects without the opt-in label, and how to label
+// them.
+func optInRefusal(objs []Object, optIn labels.Selector, ns string) string {
+	key, val := optInLabel(optIn)
+	var cmds []string
+	for _, o := range objs {
+		cmds = append(cmds, fmt.Sprintf("kubectl label %s %s -n %s %s=%s", strings.ToLower(string(o.Kind)), o.Name, ns, key, val))
+	}
+	return fmt.Sprintf("refusing to attach %s: the administrator requires opt-in (--require-opt-in) and %s not match %s; nothing was written. "+
+		"Label the objects at their source (Kustomize generatorOptions.labels, a label in the Helm chart) or now: %s",
+		joinObjects(objs), verb(len(objs), "it does", "they do"), optIn, strings.Join(cmds, "; "))
+}
+
+// optInLabel returns one key=value that satisfies sel, for messages.
+func optInLabel(sel labels.Selector) (string, string) {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals || r.Operator() == selection.In {
+			if v := r.Values().List(); len(v) > 0 {
+				return r.Key(), v[0]
+			}
+		}
+	}
+	return OptInLabel, "true"
+}
+
+func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
+	res := k.Resource().Resource
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to %s %s in namespace %s (%s): grant %s on %s, see %s", verb, res, ns, apiMessage(err), verb, res, a.rbacHint())}
+	}
+	return fmt.Errorf("%s %s in namespace %s: %w", verb, res, ns, err)
+}
+
+func (a *Attacher) usageError(err error, resource, ns string) error {
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to list %s in namespace %s (%s): configmap-attacher adds an owner only when it knows every user of the object in the namespace; grant list on %s, see %s",
+			resource, ns, apiMessage(err), resource, a.rbacHint())}
+	}
+	return fmt.Errorf("listing %s in namespace %s (to find every user of the objects): %w", resource, ns, err)
+}
+
+func joinObjects(objs []Object) string {
+	s := make([]string, len(objs))
+	for i, o := range objs {
+		s[i] = o.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// verb picks the singular or plural form for n.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func resourcesOf(objs []Object) string {
+	var cm, sec bool
+	for _, o := range objs {
+		cm = cm || o.Kind == KindConfigMap
+		sec = sec || o.Kind == KindSecret
+	}
+	switch {
+	case cm && sec:
+		return "configmaps and secrets"
+	case sec:
+		return "secrets"
+	default:
+		return "configmaps"
+	}
 }

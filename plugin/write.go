@@ -2,14 +2,12 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // The write: one add-only patch per object, its checks, and its outcome.
@@ -130,10 +128,6 @@ func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error
 	return a.safePatch(ctx, ns, w)
 }
 
-func notFound(o Object) error {
-	return apierrors.NewNotFound(o.Kind.Resource().GroupVersion().WithResource(o.Kind.Resource().Resource).GroupResource(), o.Name)
-}
-
 func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
 	switch {
 	case err != nil && cancelled && o.transient != nil:
@@ -206,13 +200,6 @@ func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) error {
 	return guard(w.Object, func() error { return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets) })
 }
 
-// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
-// stale); nothing is written, and the caller's view catches up.
-var errAllGone = errors.New("every ReplicaSet to add is gone")
-
-// isAllGone reports a write skipped because its ReplicaSets no longer exist.
-func isAllGone(err error) bool { return errors.Is(err, errAllGone) }
-
 // err turns the outcome into the verdict: nil when every listed object is attached, a
 // *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the
 // transient error for the caller to retry.
@@ -258,6 +245,7 @@ type partialError struct {
 }
 
 func (e *partialError) Error() string { return e.err.Error() + e.written }
+
 func (e *partialError) Unwrap() error { return e.err }
 
 func keysOf(m map[Object]string) []Object {

@@ -31,7 +31,7 @@ import (
 
 const ns = "shop"
 
-var optIn = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+var optIn = map[string]string{plugin.OptInLabel: "true"}
 
 func ptr[T any](v T) *T { return &v }
 
