@@ -153,23 +153,10 @@ func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMet
 	return m, nil
 }
 
-// patchOwners sends one patch adding every ReplicaSet in rss as an owner of o (uid, when set,
-// is o's UID as a precondition).
-func (a *Attacher) patchOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
-	patch := ownerPatchFor(uid, rss)
-	return a.call(ctx, func(ctx context.Context) error {
-		_, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-		if err != nil && isTransient(err) {
-			a.log().WithField("object", o.String()).WithError(err).Debug("transient error, retrying")
-		}
-		return err
-	})
-}
-
-// addOwners is the write of every mode (through write and safePatch): one add-only patch that
-// makes each live ReplicaSet in rss an owner of o (ReplicaSets being deleted are dropped;
-// nothing to add is no request).
-func (a *Attacher) addOwners(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
+// patch is the write of every mode: one add-only patch that makes each live ReplicaSet in rss
+// an owner of o (uid, when set, is o's UID as a precondition). ReplicaSets being deleted are
+// dropped; nothing to add is no request.
+func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
 	var live []*appsv1.ReplicaSet
 	for _, rs := range rss {
 		if Live(rs) {
@@ -179,7 +166,14 @@ func (a *Attacher) addOwners(ctx context.Context, ns string, o Object, uid types
 	if len(live) == 0 {
 		return nil
 	}
-	return a.patchOwners(ctx, ns, o, uid, live)
+	body := ownerPatchFor(uid, live)
+	return a.call(ctx, func(ctx context.Context) error {
+		_, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
+		if err != nil && isTransient(err) {
+			a.log().WithField("object", o.String()).WithError(err).Debug("transient error, retrying")
+		}
+		return err
+	})
 }
 
 // existing keeps the ReplicaSets that a live read shows still exist with the same UID and no
@@ -455,4 +449,13 @@ func (k Kind) Resource() schema.GroupVersionResource {
 		return corev1.SchemeGroupVersion.WithResource("secrets")
 	}
 	return corev1.SchemeGroupVersion.WithResource("configmaps")
+}
+
+// createEvent writes one Event, with its own deadline: an event is best-effort and must not
+// outlive the run that records it by more than that.
+func createEvent(kube kubernetes.Interface, ev *corev1.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	_, err := kube.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
 }

@@ -154,8 +154,8 @@ type ObjectError struct {
 // a moment after the workload.
 var Grace = 5 * time.Second
 
-// Reconcile is the one write entry point of every mode: classify the explicit list by the
-// rule table, apply the administrator's policy, add discovery and the caller's candidates,
+// Reconcile is the one write entry point of every mode: sort the explicit list by the rule
+// table, apply the administrator's policy, add discovery and the caller's candidates,
 // then give each object every owner its users allow (users.go) and write (or, in a dry run,
 // read) once per object. A permanent problem with the explicit list is a *FailError and
 // nothing is written (except that a listed object that is still missing after the grace does
@@ -170,7 +170,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 		return res, fmt.Errorf("internal error: a run needs the namespace's users")
 	}
 	if req.Target != nil && !Live(req.Target) {
-		return res, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it; nothing was written", req.Target.Name)}
+		return res, &FailError{targetDeleting(req.Target.Name)}
 	}
 	if req.Target == nil && len(req.Objects) > 0 {
 		return res, fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
@@ -184,7 +184,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	for i, rs := range rss {
 		refs[i] = TemplateReferences(&rs.Spec.Template.Spec)
 	}
-	plan, cands, err := classify(req, rss, refs)
+	plan, cands, err := ruleTable(req, rss, refs)
 	if err != nil {
 		return res, err
 	}

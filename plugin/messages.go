@@ -296,3 +296,64 @@ func resourcesOf(objs []Object) string {
 		return "configmaps"
 	}
 }
+
+// targetDeleting refuses a target ReplicaSet that is being deleted.
+func targetDeleting(rs string) string {
+	return fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it; nothing was written", rs)
+}
+
+// unreferencedRefusal refuses listed objects that no ReplicaSet of the workload references.
+func unreferencedRefusal(objs []Object, req Request) string {
+	n := len(objs)
+	return fmt.Sprintf("refusing to attach %s: no ReplicaSet of %s references %s in its pod template (ReplicaSet %s is being rolled out). "+
+		"Attaching would let the garbage collector delete %s when that ReplicaSet goes; nothing was written. Fix the name in %s, or set allowUnreferenced: true (-allow-unreferenced) if this is intended",
+		joinObjects(objs), req.Workload, pronoun(n), req.Target.Name, pronoun(n), req.listName())
+}
+
+// staleListRefusal refuses a list whose objects only older ReplicaSets use.
+func staleListRefusal(older []Skip, req Request) string {
+	var parts []string
+	for _, s := range older {
+		parts = append(parts, fmt.Sprintf("%s (used by %s)", s.Object, strings.Join(s.UsedBy, ", ")))
+	}
+	return fmt.Sprintf("the list is stale: ReplicaSet %s, being rolled out, uses none of the listed objects; only older ReplicaSets use %s; nothing was written. "+
+		"Update %s to the new revision's names (kubectl get rs %s -n %s -o yaml shows which ConfigMaps and Secrets it uses)",
+		req.Target.Name, strings.Join(parts, ", "), req.listName(), req.Target.Name, req.Workload.Namespace)
+}
+
+// targetCannotOwn refuses a listed object whose target's controller is gone.
+func targetCannotOwn(rs string, o Object) string {
+	return fmt.Sprintf("ReplicaSet %s cannot own %s: its controller is gone or being deleted (the garbage collector deletes the ReplicaSet, and what only it owns with it)", rs, o)
+}
+
+// refusals joins the refusals of listed objects.
+func refusals(parts []string) string { return strings.Join(parts, "; ") + "; nothing was written" }
+
+// lateCredentialRefusal refuses a credential that appeared after the label check without
+// the opt-in label.
+func lateCredentialRefusal(o Object, optIn fmt.Stringer) string {
+	return fmt.Sprintf("refusing to attach %s: it was created after the check, and the target uses it only as a credential (imagePullSecrets or a volume's secretRef) without the opt-in label %s", o, optIn)
+}
+
+// discoverWriteWarning words a failed write of an object that discovery found.
+func discoverWriteWarning(w Write, err error) string {
+	return fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+}
+
+// notFoundMessage names listed objects still missing after the grace.
+func notFoundMessage(objs []Object, ns, source string) string {
+	return fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in %s)", ns, joinObjects(objs), pronoun(len(objs)), source)
+}
+
+// rejectedMessage quotes the apiserver's rejection of a patch.
+func rejectedMessage(o Object, apiMsg string) string {
+	return fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", o, apiMsg)
+}
+
+// writtenBefore says what went through before a failure.
+func writtenBefore(added []Write) string {
+	if len(added) == 0 {
+		return " (nothing was written)"
+	}
+	return fmt.Sprintf(" (written before the failure, and correct: %s)", writesString(added))
+}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -29,7 +28,9 @@ func (p Policy) optIn() labels.Selector {
 	return p.OptIn
 }
 
-// OptInLabel opts a ConfigMap or Secret in to discovery.
+// OptInLabel is the label by which an object's owner opts it in: discovery, the controller,
+// audit -fix and --require-opt-in adopt only objects that carry it (value "true"), unless an
+// administrator chooses another selector.
 const OptInLabel = "configmap-attacher/revisioned"
 
 // OptInSelector is the default opt-in label selector, configmap-attacher/revisioned=true.
@@ -76,7 +77,7 @@ func (r *labelRule) check(o Object, l map[string]string) string {
 	if r.requireOptIn {
 		return optInRefusal([]Object{o}, r.optIn, r.ns)
 	}
-	return fmt.Sprintf("refusing to attach %s: it was created after the check, and the target uses it only as a credential (imagePullSecrets or a volume's secretRef) without the opt-in label %s", o, r.optIn)
+	return lateCredentialRefusal(o, r.optIn)
 }
 
 // checkLabels applies the opt-in policy and the credentials rule to the explicit list. It

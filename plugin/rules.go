@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,7 @@ import (
 // Which objects a run considers and what each gets: the rule table of an explicit list
 // (docs/step.md), discovery, and planWrites, the rules every candidate goes through.
 
-// classify applies the rule table to the explicit list:
+// ruleTable applies the rule table to the explicit list:
 //
 //	referenced by the target's template  → a candidate: the target and every other user own it
 //	used only by ReplicaSets created after the target → skip: a rollback
@@ -25,7 +24,7 @@ import (
 //
 // Creation times are compared as the controller's isRollbackWithinWindow does: strictly, so
 // a ReplicaSet created in the same second as the target is not newer.
-func classify(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, []candidate, error) {
+func ruleTable(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, []candidate, error) {
 	p := Plan{Target: req.Target}
 	var cands []candidate
 	if len(req.Objects) == 0 {
@@ -64,19 +63,10 @@ func classify(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, [
 		}
 	}
 	if len(p.Unreferenced) > 0 && !req.AllowUnreferenced {
-		n := len(p.Unreferenced)
-		return p, nil, &FailError{fmt.Sprintf("refusing to attach %s: no ReplicaSet of %s references %s in its pod template (ReplicaSet %s is being rolled out). "+
-			"Attaching would let the garbage collector delete %s when that ReplicaSet goes; nothing was written. Fix the name in %s, or set allowUnreferenced: true (-allow-unreferenced) if this is intended",
-			joinObjects(p.Unreferenced), req.Workload, pronoun(n), req.Target.Name, pronoun(n), req.listName())}
+		return p, nil, &FailError{unreferencedRefusal(p.Unreferenced, req)}
 	}
 	if len(older) > 0 && len(p.Listed) == 0 && !anyRollback(p.Skipped) {
-		var parts []string
-		for _, s := range older {
-			parts = append(parts, fmt.Sprintf("%s (used by %s)", s.Object, strings.Join(s.UsedBy, ", ")))
-		}
-		return p, nil, &FailError{fmt.Sprintf("the list is stale: ReplicaSet %s, being rolled out, uses none of the listed objects; only older ReplicaSets use %s; nothing was written. "+
-			"Update %s to the new revision's names (kubectl get rs %s -n %s -o yaml shows which ConfigMaps and Secrets it uses)",
-			req.Target.Name, strings.Join(parts, ", "), req.listName(), req.Target.Name, req.Workload.Namespace)}
+		return p, nil, &FailError{staleListRefusal(older, req)}
 	}
 	p.Skipped = append(p.Skipped, older...)
 	return p, cands, nil
@@ -227,7 +217,7 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 			rss = append(rss, c.forced)
 		}
 		if c.listed && !containsUID(rss, req.Target) {
-			refused = append(refused, fmt.Sprintf("ReplicaSet %s cannot own %s: its controller is gone or being deleted (the garbage collector deletes the ReplicaSet, and what only it owns with it)", req.Target.Name, c.Object))
+			refused = append(refused, targetCannotOwn(req.Target.Name, c.Object))
 			continue
 		}
 		missing := withoutOwners(rss, c.Owners)
@@ -243,7 +233,7 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 	sortWrites(p.Writes)
 	sort.SliceStable(p.Blocked, func(i, j int) bool { return CompareObjects(p.Blocked[i].Object, p.Blocked[j].Object) < 0 })
 	if len(refused) > 0 {
-		return &FailError{strings.Join(refused, "; ") + "; nothing was written"}
+		return &FailError{refusals(refused)}
 	}
 	return nil
 }

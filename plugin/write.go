@@ -112,7 +112,7 @@ func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error 
 // recheckedPatch is the patch of a listed object that appeared after the label check.
 func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error {
 	if w.recheck == nil {
-		return a.safePatch(ctx, ns, w)
+		return a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
 	}
 	m, err := a.getMeta(ctx, ns, w.Object)
 	switch {
@@ -125,7 +125,7 @@ func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error
 		return &FailError{refusal}
 	}
 	w.ObjectUID = m.UID
-	return a.safePatch(ctx, ns, w)
+	return a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
 }
 
 func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
@@ -138,7 +138,7 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 		// Nothing to add: the view was stale. Not a problem of the object.
 	case !w.Listed:
 		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
-		msg := fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+		msg := discoverWriteWarning(w, err)
 		if isForbidden(err) {
 			msg = forbiddenMessage([]Object{w.Object}, apiMessage(err), o.ns, o.rbacHint)
 		}
@@ -176,7 +176,7 @@ func (a *Attacher) writeOne(ctx context.Context, ns string, w *Write) error {
 		}
 	}
 	if err == nil {
-		err = a.safePatch(ctx, ns, *w)
+		err = a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
 	}
 	if err != nil && isNotFound(err) && w.Listed {
 		err = a.awaitCreation(ctx, ns, *w)
@@ -195,25 +195,20 @@ func guard(o Object, f func() error) (err error) {
 	return f()
 }
 
-// safePatch is the patch alone, guarded (awaitCreation retries it).
-func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) error {
-	return guard(w.Object, func() error { return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets) })
-}
-
 // err turns the outcome into the verdict: nil when every listed object is attached, a
 // *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the
 // transient error for the caller to retry.
 func (o writeOutcome) err() error {
 	var parts []string
 	if len(o.missing) > 0 {
-		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in %s)", o.ns, joinObjects(o.missing), pronoun(len(o.missing)), o.source))
+		parts = append(parts, notFoundMessage(o.missing, o.ns, o.source))
 	}
 	if len(o.forbidden) > 0 {
 		objs := keysOf(o.forbidden)
 		parts = append(parts, forbiddenMessage(objs, o.forbidden[objs[0]], o.ns, o.rbacHint))
 	}
 	for _, obj := range keysOf(o.rejected) {
-		parts = append(parts, fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", obj, o.rejected[obj]))
+		parts = append(parts, rejectedMessage(obj, o.rejected[obj]))
 	}
 	parts = append(parts, o.refused...)
 	if len(parts) > 0 {
@@ -227,16 +222,7 @@ func (o writeOutcome) err() error {
 
 // written says what was patched before a failure: the run is not all-or-nothing (each object
 // is its own request), and what went through is correct and stays.
-func (o writeOutcome) written() string {
-	var attached []string
-	for _, w := range o.added {
-		attached = append(attached, fmt.Sprintf("%s ← %s", w.Object, strings.Join(w.Names(), ", ")))
-	}
-	if len(attached) == 0 {
-		return " (nothing was written)"
-	}
-	return fmt.Sprintf(" (written before the failure, and correct: %s)", strings.Join(attached, "; "))
-}
+func (o writeOutcome) written() string { return writtenBefore(o.added) }
 
 // partialError is a transient failure that says what was written before it.
 type partialError struct {

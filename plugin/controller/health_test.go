@@ -308,7 +308,7 @@ func (p *panicOnce) Eventf(obj runtime.Object, eventtype, reason, format string,
 }
 
 // A panic in a reconcile (here in the Warning Event of a forbidden patch; a panic of the
-// patch itself is already recovered by the core, plugin.Attacher.safePatch) is logged with the
+// patch itself is already recovered by the core, plugin.Attacher.write) is logged with the
 // key, counted as reason "panic", retried with backoff, and the (only) worker keeps working.
 func TestReconcilePanicRecovered(t *testing.T) {
 	fr := record.NewFakeRecorder(100)
