@@ -156,10 +156,10 @@ func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMet
 // patch is the write of every mode: one add-only patch that makes each live ReplicaSet in rss
 // an owner of o (uid, when set, is o's UID as a precondition). ReplicaSets being deleted are
 // dropped; nothing to add is no request.
-func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, rss []*appsv1.ReplicaSet) error {
-	var live []*appsv1.ReplicaSet
+func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, rss []Owner) error {
+	var live []Owner
 	for _, rs := range rss {
-		if Live(rs) {
+		if !rs.Deleting {
 			live = append(live, rs)
 		}
 	}
@@ -183,8 +183,8 @@ func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID
 // already gone, or about to be collected with its deleted workload, the garbage collector
 // would delete the object, although a ReplicaSet the view does not show yet may use it. One
 // list per ReplicaSet and per controller, by name (list is in every mode's RBAC, get is not).
-func (a *Attacher) existing(ctx context.Context, ns string, rss []*appsv1.ReplicaSet) ([]*appsv1.ReplicaSet, error) {
-	var out []*appsv1.ReplicaSet
+func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owner, error) {
+	var out []Owner
 	for _, rs := range rss {
 		var l *appsv1.ReplicaSetList
 		err := a.call(ctx, func(ctx context.Context) error {

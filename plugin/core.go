@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -79,8 +80,8 @@ type Skip struct {
 type Write struct {
 	Object Object
 	// ObjectUID, when set, is the object's UID as read: the patch carries it as a precondition.
-	ObjectUID   types.UID
-	ReplicaSets []*appsv1.ReplicaSet
+	ObjectUID types.UID
+	Owners    []Owner
 	// Listed marks an object of the explicit list: its problems decide the verdict; those of
 	// objects found by discovery are warnings.
 	Listed bool
@@ -94,8 +95,8 @@ type Write struct {
 
 // Names lists the owners' names.
 func (w Write) Names() []string {
-	out := make([]string, len(w.ReplicaSets))
-	for i, rs := range w.ReplicaSets {
+	out := make([]string, len(w.Owners))
+	for i, rs := range w.Owners {
 		out[i] = rs.Name
 	}
 	return out
@@ -176,7 +177,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 		return res, fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
 	}
 	rss := append([]*appsv1.ReplicaSet(nil), req.ReplicaSets...)
-	if req.Target != nil && !containsUID(rss, req.Target) {
+	if req.Target != nil && !slices.ContainsFunc(rss, func(rs *appsv1.ReplicaSet) bool { return rs.UID == req.Target.UID }) {
 		rss = append(rss, req.Target)
 	}
 	SortReplicaSets(rss)
@@ -220,11 +221,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-func containsUID(rss []*appsv1.ReplicaSet, rs *appsv1.ReplicaSet) bool {
-	for _, r := range rss {
-		if r.UID == rs.UID {
-			return true
-		}
-	}
-	return false
+// containsOwner reports whether owners hold the ReplicaSet with this UID.
+func containsOwner(owners []Owner, uid types.UID) bool {
+	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
 }

@@ -134,7 +134,7 @@ func (r Result) dryRunMessage() string {
 func countRefs(ws []Write) int {
 	n := 0
 	for _, w := range ws {
-		n += len(w.ReplicaSets)
+		n += len(w.Owners)
 	}
 	return n
 }

@@ -21,13 +21,36 @@ import (
 // resourceVersion as it was. The entry carries only the identifying fields: `controller` is
 // left out (false is its default), so an entry already there with the same UID — the original
 // tool's `controller: true` — keeps every field it has.
-func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte { return ownerPatchFor("", rss) }
+func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte {
+	owners := make([]Owner, len(rss))
+	for i, rs := range rss {
+		owners[i] = OwnerOf(rs)
+	}
+	return ownerPatchFor("", owners)
+}
+
+// Owner is a ReplicaSet as an owner: only what an owner reference names and whether it may
+// own. The core takes owners in this form from every view of the namespace (a read, or the
+// controller's caches), so no rule can read a template it was not given.
+type Owner struct {
+	Name string
+	UID  types.UID
+	// Deleting: the ReplicaSet has a deletionTimestamp (it may not become an owner).
+	Deleting bool
+	// Controller is its controller reference (nil: none), for messages.
+	Controller *metav1.OwnerReference
+}
+
+// OwnerOf is a ReplicaSet's identity as an owner.
+func OwnerOf(rs *appsv1.ReplicaSet) Owner {
+	return Owner{Name: rs.Name, UID: rs.UID, Deleting: rs.DeletionTimestamp != nil, Controller: metav1.GetControllerOfNoCopy(rs)}
+}
 
 // ownerPatchFor is OwnerPatch with the object's UID as a precondition when uid is set: the
 // apiserver refuses the patch (422, metadata.uid is immutable) if the name now belongs to
 // another object (deleted and recreated since it was read), as the garbage collector's own
 // patches do.
-func ownerPatchFor(uid types.UID, rss []*appsv1.ReplicaSet) []byte {
+func ownerPatchFor(uid types.UID, rss []Owner) []byte {
 	type ref struct {
 		APIVersion string    `json:"apiVersion"`
 		Kind       string    `json:"kind"`
@@ -90,12 +113,12 @@ func HasReplicaSetOwner(owners []metav1.OwnerReference) bool {
 }
 
 // withoutOwners drops the ReplicaSets that owners names already (by UID).
-func withoutOwners(rss []*appsv1.ReplicaSet, owners []metav1.OwnerReference) []*appsv1.ReplicaSet {
+func withoutOwners(rss []Owner, owners []metav1.OwnerReference) []Owner {
 	have := make(map[types.UID]bool, len(owners))
 	for _, o := range owners {
 		have[o.UID] = true
 	}
-	var out []*appsv1.ReplicaSet
+	var out []Owner
 	for _, rs := range rss {
 		if !have[rs.UID] {
 			out = append(out, rs)

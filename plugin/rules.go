@@ -55,7 +55,8 @@ func ruleTable(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, 
 		case len(old) > 0:
 			older = append(older, Skip{Object: o, Reason: SkipOlder, UsedBy: old})
 		case req.AllowUnreferenced:
-			cands = append(cands, candidate{Candidate: Candidate{Object: o}, listed: true, forced: req.Target})
+			target := OwnerOf(req.Target)
+			cands = append(cands, candidate{Candidate: Candidate{Object: o}, listed: true, forced: &target})
 			p.Listed = append(p.Listed, o)
 			p.Unreferenced = append(p.Unreferenced, o)
 		default:
@@ -105,7 +106,7 @@ type candidate struct {
 	labelsKnown bool
 	// forced is the target of an allowUnreferenced object: an owner though its template does
 	// not reference the object.
-	forced *appsv1.ReplicaSet
+	forced *Owner
 	// recheck is the label rule of a listed object that did not exist at the check.
 	recheck *labelRule
 	// dropped: skipped by checkLabels (a credential).
@@ -209,14 +210,14 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipCredential, UsedBy: by, OptIn: optIn.String()})
 			continue
 		}
-		rss := make([]*appsv1.ReplicaSet, 0, len(owners)+1)
+		rss := make([]Owner, 0, len(owners)+1)
 		for _, o := range owners {
 			rss = append(rss, o.ReplicaSet)
 		}
-		if c.forced != nil && !containsUID(rss, c.forced) {
-			rss = append(rss, c.forced)
+		if c.forced != nil && !containsOwner(rss, c.forced.UID) {
+			rss = append(rss, *c.forced)
 		}
-		if c.listed && !containsUID(rss, req.Target) {
+		if c.listed && !containsOwner(rss, req.Target.UID) {
 			refused = append(refused, targetCannotOwn(req.Target.Name, c.Object))
 			continue
 		}
@@ -227,7 +228,7 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 			}
 			continue
 		}
-		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, ReplicaSets: missing, Listed: c.listed,
+		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: missing, Listed: c.listed,
 			verify: req.Users.Stale() && !c.ReplicaSetOwned && !HasReplicaSetOwner(c.Owners), recheck: c.recheck})
 	}
 	sortWrites(p.Writes)

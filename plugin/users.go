@@ -42,7 +42,7 @@ const (
 
 // ReplicaSetUser is a ReplicaSet whose pod template references the object.
 type ReplicaSetUser struct {
-	ReplicaSet *appsv1.ReplicaSet
+	ReplicaSet Owner
 	Controller ControllerState
 	// CredentialOnly: the template uses the object only as a credential (CredentialOnly).
 	CredentialOnly bool
@@ -77,7 +77,7 @@ type UserView interface {
 // for messages.
 func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 	for _, r := range u.ReplicaSets {
-		if !Live(r.ReplicaSet) {
+		if r.ReplicaSet.Deleting {
 			continue
 		}
 		switch r.Controller {
@@ -85,7 +85,7 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 			continue
 		case ControllerUnknown:
 			who := "a controller"
-			if ref := metav1.GetControllerOfNoCopy(r.ReplicaSet); ref != nil {
+			if ref := r.ReplicaSet.Controller; ref != nil {
 				who = ref.Kind + " " + ref.Name
 			}
 			blockers = append(blockers, fmt.Sprintf("ReplicaSet %s (controlled by %s, whose existence configmap-attacher cannot confirm)", r.ReplicaSet.Name, who))
@@ -258,7 +258,7 @@ func (u *NamespaceUsage) UsersOf(o Object) Users {
 	var out Users
 	for i, rs := range u.ReplicaSets {
 		if u.refs[i].Has(o) {
-			out.ReplicaSets = append(out.ReplicaSets, ReplicaSetUser{ReplicaSet: rs, Controller: u.controllers[i], CredentialOnly: u.creds[i].Has(o)})
+			out.ReplicaSets = append(out.ReplicaSets, ReplicaSetUser{ReplicaSet: OwnerOf(rs), Controller: u.controllers[i], CredentialOnly: u.creds[i].Has(o)})
 		}
 	}
 	for _, t := range u.templates {

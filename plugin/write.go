@@ -31,8 +31,8 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 		if refusal := w.recheck.check(w.Object, m.Labels); refusal != "" {
 			return res, &FailError{refusal}
 		}
-		if missing := withoutOwners(w.ReplicaSets, m.Owners); len(missing) > 0 {
-			res.Added = append(res.Added, Write{Object: w.Object, ReplicaSets: missing, Listed: true})
+		if missing := withoutOwners(w.Owners, m.Owners); len(missing) > 0 {
+			res.Added = append(res.Added, Write{Object: w.Object, Owners: missing, Listed: true})
 		}
 	}
 	res.Message = res.dryRunMessage()
@@ -112,7 +112,7 @@ func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error 
 // recheckedPatch is the patch of a listed object that appeared after the label check.
 func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error {
 	if w.recheck == nil {
-		return a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
+		return a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 	}
 	m, err := a.getMeta(ctx, ns, w.Object)
 	switch {
@@ -125,7 +125,7 @@ func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error
 		return &FailError{refusal}
 	}
 	w.ObjectUID = m.UID
-	return a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
+	return a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 }
 
 func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
@@ -171,12 +171,12 @@ func (a *Attacher) writeOne(ctx context.Context, ns string, w *Write) error {
 	if w.verify {
 		// A stale view: keep only the ReplicaSets a live read still shows, with their
 		// controllers.
-		if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
+		if w.Owners, err = a.existing(ctx, ns, w.Owners); err == nil && len(w.Owners) == 0 {
 			err = errAllGone
 		}
 	}
 	if err == nil {
-		err = a.patch(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets)
+		err = a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 	}
 	if err != nil && isNotFound(err) && w.Listed {
 		err = a.awaitCreation(ctx, ns, *w)

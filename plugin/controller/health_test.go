@@ -200,7 +200,7 @@ func TestUnsyncedNamespaceDoesNotStopOthers(t *testing.T) {
 	if got := h.reconciles(); got != before {
 		t.Errorf("an object of an unsynced namespace was reconciled (%v reconciles)", got-before)
 	}
-	if u, l := h.ctl.Audit(); u["partial"] != 0 || l["partial"] != 0 {
+	if u, l := h.ctl.gaps(); u["partial"] != 0 || l["partial"] != 0 {
 		t.Errorf("the gauges count an unsynced namespace: unowned %v lost %v", u, l)
 	}
 	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})

@@ -372,7 +372,7 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	if len(refs) != 2 || !hasOwner(refs, "uid-a1") || !hasOwner(refs, "uid-b1") {
 		t.Errorf("shared owners %v, want a1 and b1", refs)
 	}
-	if len(res.Added) != 1 || len(res.Added[0].ReplicaSets) != 2 {
+	if len(res.Added) != 1 || len(res.Added[0].Owners) != 2 {
 		t.Errorf("added %+v", res.Added)
 	}
 	// Again: nothing to do, no request.

@@ -276,7 +276,7 @@ func (e *env) candidate(name string) plugin.Candidate {
 
 func writesName(ws []plugin.Write, uid k8stypes.UID) bool {
 	for _, w := range ws {
-		for _, rs := range w.ReplicaSets {
+		for _, rs := range w.Owners {
 			if rs.UID == uid {
 				return true
 			}
