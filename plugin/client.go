@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"

@@ -11,9 +11,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	sigsjson "sigs.k8s.io/json"
 )
 
 const (
@@ -45,9 +46,6 @@ type Config struct {
 	DryRun bool `json:"dryRun,omitempty"`
 }
 
-// DefaultDiscoverLabel opts a ConfigMap or Secret in to discovery.
-const DefaultDiscoverLabel = "configmap-attacher/revisioned"
-
 // Discover selects the objects discovery may adopt. Only objects that match the selector are
 // ever adopted, so static or shared config (which must not be garbage-collected with a
 // ReplicaSet) is safe unless someone labels it.
@@ -59,7 +57,7 @@ type Discover struct {
 // LabelSelector returns the parsed selector (the default one when unset).
 func (d *Discover) LabelSelector() (labels.Selector, error) {
 	if d == nil || d.Selector == nil {
-		return labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"}), nil
+		return labels.SelectorFromSet(labels.Set{OptInLabel: "true"}), nil
 	}
 	return metav1.LabelSelectorAsSelector(d.Selector)
 }
@@ -258,7 +256,7 @@ func (c *Config) validate() []string {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("discover.selector: %v", err))
 		case sel.Empty():
-			problems = append(problems, `discover.selector is empty: it would adopt every ConfigMap and Secret the templates use, including static and shared ones; write discover: {} for the default label `+DefaultDiscoverLabel+`=true, or give matchLabels`)
+			problems = append(problems, `discover.selector is empty: it would adopt every ConfigMap and Secret the templates use, including static and shared ones; write discover: {} for the default label `+OptInLabel+`=true, or give matchLabels`)
 		case !Positive(sel):
 			problems = append(problems, fmt.Sprintf("discover.selector %q has no label objects must carry: it would adopt every ConfigMap and Secret the templates use that lacks a label, static and shared ones included; give matchLabels, or an Exists or In expression", sel))
 		}
@@ -299,6 +297,10 @@ func validateNames(field string, names []string) []string {
 	}
 	return problems
 }
+
+// ValidateNames checks object names given for field (a flag such as -configmaps): each must be
+// an object name in the Rollout's namespace, listed once. It returns every problem.
+func ValidateNames(field string, names []string) []string { return validateNames(field, names) }
 
 // suggestKey returns the known key a mistyped key probably meant.
 func suggestKey(k string) string {

@@ -3,33 +3,17 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// This file is the ownership core: every mode (the step, the command line, audit -fix and the
-// controller) decides what to write with Reconcile, so there is one set of rules.
-
-// Policy is the administrator's rule on what may be written.
-type Policy struct {
-	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
-	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
-	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
-	// garbage collector delete it later (a confused deputy).
-	RequireOptIn bool
-	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
-	OptIn labels.Selector
-}
-
-func (p Policy) optIn() labels.Selector {
-	if !Positive(p.OptIn) {
-		return OptInSelector()
-	}
-	return p.OptIn
-}
+// The ownership core: every mode (the step, the command line, audit -fix and the controller)
+// decides what to write with Reconcile, so there is one set of rules.
 
 // Request is one run of the ownership core, the one write entry point of every mode: the step
 // and the Job (an explicit list and a target, discovery), the controller and audit -fix
@@ -63,6 +47,14 @@ type Request struct {
 	Source string
 }
 
+// listName is what the explicit list is called in messages.
+func (r Request) listName() string {
+	if r.Source == "" {
+		return "the step config"
+	}
+	return r.Source
+}
+
 // Skip reasons.
 const (
 	SkipRollback   = "rollback"
@@ -88,8 +80,8 @@ type Skip struct {
 type Write struct {
 	Object Object
 	// ObjectUID, when set, is the object's UID as read: the patch carries it as a precondition.
-	ObjectUID   types.UID
-	ReplicaSets []*appsv1.ReplicaSet
+	ObjectUID types.UID
+	Owners    []Owner
 	// Listed marks an object of the explicit list: its problems decide the verdict; those of
 	// objects found by discovery are warnings.
 	Listed bool
@@ -103,8 +95,8 @@ type Write struct {
 
 // Names lists the owners' names.
 func (w Write) Names() []string {
-	out := make([]string, len(w.ReplicaSets))
-	for i, rs := range w.ReplicaSets {
+	out := make([]string, len(w.Owners))
+	for i, rs := range w.Owners {
 		out[i] = rs.Name
 	}
 	return out
@@ -163,8 +155,8 @@ type ObjectError struct {
 // a moment after the workload.
 var Grace = 5 * time.Second
 
-// Reconcile is the one write entry point of every mode: classify the explicit list by the
-// rule table, apply the administrator's policy, add discovery and the caller's candidates,
+// Reconcile is the one write entry point of every mode: sort the explicit list by the rule
+// table, apply the administrator's policy, add discovery and the caller's candidates,
 // then give each object every owner its users allow (users.go) and write (or, in a dry run,
 // read) once per object. A permanent problem with the explicit list is a *FailError and
 // nothing is written (except that a listed object that is still missing after the grace does
@@ -179,13 +171,13 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 		return res, fmt.Errorf("internal error: a run needs the namespace's users")
 	}
 	if req.Target != nil && !Live(req.Target) {
-		return res, &FailError{fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it; nothing was written", req.Target.Name)}
+		return res, &FailError{targetDeleting(req.Target.Name)}
 	}
 	if req.Target == nil && len(req.Objects) > 0 {
 		return res, fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
 	}
 	rss := append([]*appsv1.ReplicaSet(nil), req.ReplicaSets...)
-	if req.Target != nil && !containsUID(rss, req.Target) {
+	if req.Target != nil && !slices.ContainsFunc(rss, func(rs *appsv1.ReplicaSet) bool { return rs.UID == req.Target.UID }) {
 		rss = append(rss, req.Target)
 	}
 	SortReplicaSets(rss)
@@ -193,7 +185,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	for i, rs := range rss {
 		refs[i] = TemplateReferences(&rs.Spec.Template.Spec)
 	}
-	plan, cands, err := classify(req, rss, refs)
+	plan, cands, err := ruleTable(req, rss, refs)
 	if err != nil {
 		return res, err
 	}
@@ -229,11 +221,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-func containsUID(rss []*appsv1.ReplicaSet, rs *appsv1.ReplicaSet) bool {
-	for _, r := range rss {
-		if r.UID == rs.UID {
-			return true
-		}
-	}
-	return false
+// containsOwner reports whether owners hold the ReplicaSet with this UID.
+func containsOwner(owners []Owner, uid types.UID) bool {
+	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
 }

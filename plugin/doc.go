@@ -1,18 +1,30 @@
-// Package plugin is the ownership core of configmap-attacher, shared by every mode (the step
-// plugin, the command line, audit -fix and the controller): it decides which ReplicaSets
-// become owners of which ConfigMaps and Secrets, and writes that as add-only merge patches.
+// Package plugin is the ownership core of configmap-attacher. Every mode is a sibling package
+// over it (plugin/step, plugin/job, plugin/controller, plugin/audit; plugin/cmd parses their
+// flags): the modes find candidates, wait and report; the core decides which ReplicaSets
+// become owners of which ConfigMaps and Secrets, under one policy, and writes that as add-only
+// merge patches through one entry point, Attacher.Reconcile.
 //
-// Where to start reading:
-//   - refs.go: which objects a pod template uses (TemplateReferences, RequiredReferences).
-//   - core.go: Attacher.Reconcile, the one write entry point of every mode; users.go: who
-//     uses an object in its namespace (every user counts: NamespaceUsage, ReadUsage, UserView);
-//     rules.go: classify (the rule table of an explicit list) and checkLabels (the opt-in
-//     policy); adopt.go: discover, Candidate and planWrites, the rules every candidate goes
-//     through; write.go: write, which sends the patches; messages.go: what is reported.
-//   - owners.go: MissingOwners (the one missing-owner computation), ownerPatchFor (the patch,
-//     keyed by owner UID, with the object's UID as a precondition) and addOwners.
-//   - step.go and job.go: the two modes that find a target and wait (Step.Run, WaitAndAttach).
+// Each file holds one kind of thing, so its name says where to look:
+//   - core.go: Reconcile, the one write entry point, and what it takes and returns (Request,
+//     Plan, Write, Result).
+//   - rules.go: which objects a run considers and what each gets: the rule table of an
+//     explicit list, discovery, and planWrites, the rules every candidate goes through.
+//   - users.go: who uses an object in its namespace (every user counts: NamespaceUsage,
+//     UserView); refs.go: which objects a pod template uses.
+//   - policy.go: the opt-in label and selector, positivity, the credentials rule.
+//   - ownership.go: the pure ownership rules: the patch body, missing owners, which
+//     ReplicaSets may own, the gaps audit reports.
+//   - workload.go: a workload and its ReplicaSets: selector, controller, spec.workloadRef,
+//     the new ReplicaSet, history order.
+//   - api.go: the only file that sends requests: the Attacher, every list, get and patch, and
+//     call, the deadline-and-retry wrapper each of them goes through.
+//   - write.go: the write of a plan: one patch per object, its checks and its outcome.
+//   - messages.go: every message the core reports (attached, skipped, refused, and the fix);
+//     errors.go: permanent against transient errors.
+//   - config.go: the step config (and the Job's flags) as one Config; client.go: building
+//     the clients; events.go: Events on the Rollout.
 //
-// The package never parses flags, prints usage or renders reports (plugin/cmd,
-// plugin/audit), and never reads, logs or changes object data, labels or annotations.
+// The package never parses flags, prints usage or renders reports, imports no go-plugin or
+// Argo Rollouts RPC type, and never reads, logs or changes object data, labels or
+// annotations.
 package plugin

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
+
+// Errors: permanent (FailError, ConfigError) against transient, and the apiserver's answers.
 
 // FailError is a permanent problem: retrying the same input cannot succeed, so the step
 // ends Failed (the controller then aborts the rollout) and the command line exits 1.
@@ -44,4 +47,30 @@ func isTransient(err error) bool {
 	default:
 		return false
 	}
+}
+
+func apiMessage(err error) string {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s.Status().Message
+	}
+	return err.Error()
+}
+
+// APIMessage is the apiserver's message in err (for an error that is not an API status, its
+// text), for messages that quote the apiserver.
+func APIMessage(err error) string { return apiMessage(err) }
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
+
+// IsReplaced reports the answer to a patch whose UID precondition failed: the name now belongs
+// to another object than the one read (deleted and recreated in between).
+func IsReplaced(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(apiMessage(err), "metadata.uid")
+}
+
+func notFound(o Object) error {
+	return apierrors.NewNotFound(o.Kind.Resource().GroupVersion().WithResource(o.Kind.Resource().Resource).GroupResource(), o.Name)
 }

@@ -1,16 +1,16 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/sirupsen/logrus"
 )
 
 // Event reasons on the Rollout.
@@ -63,9 +63,7 @@ func (e *APIEvents) Event(ro *v1alpha1.Rollout, eventType, reason, message strin
 		FirstTimestamp: metav1.Time{Time: now}, LastTimestamp: metav1.Time{Time: now}, Count: 1,
 		ReportingController: "configmap-attacher", ReportingInstance: host,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := client.CoreV1().Events(ro.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && e.Log != nil {
+	if err := createEvent(client, ev); err != nil && e.Log != nil {
 		e.Log.WithError(err).WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace}).Warn("could not record an event on the Rollout (needs create on events)")
 	}
 }

@@ -3,9 +3,13 @@ package plugin
 import (
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
-// The messages a run reports: what was attached, skipped, discovered or refused, and why.
+// Every user-facing message of the core: what a run attached, skipped, discovered or
+// refused, and why, with the fix.
 
 // forbiddenMessage says which rule refused the patch: an admission webhook, the
 // OwnerReferencesPermissionEnforcement admission plugin, or RBAC.
@@ -130,7 +134,7 @@ func (r Result) dryRunMessage() string {
 func countRefs(ws []Write) int {
 	n := 0
 	for _, w := range ws {
-		n += len(w.ReplicaSets)
+		n += len(w.Owners)
 	}
 	return n
 }
@@ -175,4 +179,181 @@ func (sk Skip) optIn() string {
 func blockedMessage(b Blocked) string {
 	return fmt.Sprintf("%s is also used by %s; configmap-attacher only manages config used by ReplicaSets alone (an owner reference would let the garbage collector delete it under %s)",
 		b.Object, strings.Join(b.Users, ", "), verb(len(b.Users), "that user", "those users"))
+}
+
+// successMessage says what was attached and what was skipped, e.g.
+// "attached 2 ConfigMaps and 1 Secret to ReplicaSet web-7f9c2d".
+func successMessage(rs string, attached []Object, skipped []Skip) string {
+	var cms, secs int
+	for _, o := range attached {
+		if o.Kind == KindSecret {
+			secs++
+		} else {
+			cms++
+		}
+	}
+	var counts []string
+	if cms > 0 {
+		counts = append(counts, plural(cms, "ConfigMap"))
+	}
+	if secs > 0 {
+		counts = append(counts, plural(secs, "Secret"))
+	}
+	msg := "attached nothing to ReplicaSet " + rs
+	if len(counts) > 0 {
+		msg = fmt.Sprintf("attached %s to ReplicaSet %s", strings.Join(counts, " and "), rs)
+	}
+	for _, sk := range skipped {
+		msg += "; " + skipMessage(sk, rs)
+	}
+	return msg
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// optInRefusal says that the policy refuses objects without the opt-in label, and how to label
+// them.
+func optInRefusal(objs []Object, optIn labels.Selector, ns string) string {
+	key, val := optInLabel(optIn)
+	var cmds []string
+	for _, o := range objs {
+		cmds = append(cmds, fmt.Sprintf("kubectl label %s %s -n %s %s=%s", strings.ToLower(string(o.Kind)), o.Name, ns, key, val))
+	}
+	return fmt.Sprintf("refusing to attach %s: the administrator requires opt-in (--require-opt-in) and %s not match %s; nothing was written. "+
+		"Label the objects at their source (Kustomize generatorOptions.labels, a label in the Helm chart) or now: %s",
+		joinObjects(objs), verb(len(objs), "it does", "they do"), optIn, strings.Join(cmds, "; "))
+}
+
+// optInLabel returns one key=value that satisfies sel, for messages.
+func optInLabel(sel labels.Selector) (string, string) {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals || r.Operator() == selection.In {
+			if v := r.Values().List(); len(v) > 0 {
+				return r.Key(), v[0]
+			}
+		}
+	}
+	return OptInLabel, "true"
+}
+
+func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
+	res := k.Resource().Resource
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to %s %s in namespace %s (%s): grant %s on %s, see %s", verb, res, ns, apiMessage(err), verb, res, a.rbacHint())}
+	}
+	return fmt.Errorf("%s %s in namespace %s: %w", verb, res, ns, err)
+}
+
+func (a *Attacher) usageError(err error, resource, ns string) error {
+	if isForbidden(err) {
+		return &FailError{fmt.Sprintf("forbidden to list %s in namespace %s (%s): configmap-attacher adds an owner only when it knows every user of the object in the namespace; grant list on %s, see %s",
+			resource, ns, apiMessage(err), resource, a.rbacHint())}
+	}
+	return fmt.Errorf("listing %s in namespace %s (to find every user of the objects): %w", resource, ns, err)
+}
+
+func joinObjects(objs []Object) string {
+	s := make([]string, len(objs))
+	for i, o := range objs {
+		s[i] = o.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// verb picks the singular or plural form for n.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func resourcesOf(objs []Object) string {
+	var cm, sec bool
+	for _, o := range objs {
+		cm = cm || o.Kind == KindConfigMap
+		sec = sec || o.Kind == KindSecret
+	}
+	switch {
+	case cm && sec:
+		return "configmaps and secrets"
+	case sec:
+		return "secrets"
+	default:
+		return "configmaps"
+	}
+}
+
+// targetDeleting refuses a target ReplicaSet that is being deleted.
+func targetDeleting(rs string) string {
+	return fmt.Sprintf("ReplicaSet %s is being deleted: attaching to it would get the objects collected with it; nothing was written", rs)
+}
+
+// unreferencedRefusal refuses listed objects that no ReplicaSet of the workload references.
+func unreferencedRefusal(objs []Object, req Request) string {
+	n := len(objs)
+	return fmt.Sprintf("refusing to attach %s: no ReplicaSet of %s references %s in its pod template (ReplicaSet %s is being rolled out). "+
+		"Attaching would let the garbage collector delete %s when that ReplicaSet goes; nothing was written. Fix the name in %s, or set allowUnreferenced: true (-allow-unreferenced) if this is intended",
+		joinObjects(objs), req.Workload, pronoun(n), req.Target.Name, pronoun(n), req.listName())
+}
+
+// staleListRefusal refuses a list whose objects only older ReplicaSets use.
+func staleListRefusal(older []Skip, req Request) string {
+	var parts []string
+	for _, s := range older {
+		parts = append(parts, fmt.Sprintf("%s (used by %s)", s.Object, strings.Join(s.UsedBy, ", ")))
+	}
+	return fmt.Sprintf("the list is stale: ReplicaSet %s, being rolled out, uses none of the listed objects; only older ReplicaSets use %s; nothing was written. "+
+		"Update %s to the new revision's names (kubectl get rs %s -n %s -o yaml shows which ConfigMaps and Secrets it uses)",
+		req.Target.Name, strings.Join(parts, ", "), req.listName(), req.Target.Name, req.Workload.Namespace)
+}
+
+// targetCannotOwn refuses a listed object whose target's controller is gone.
+func targetCannotOwn(rs string, o Object) string {
+	return fmt.Sprintf("ReplicaSet %s cannot own %s: its controller is gone or being deleted (the garbage collector deletes the ReplicaSet, and what only it owns with it)", rs, o)
+}
+
+// refusals joins the refusals of listed objects.
+func refusals(parts []string) string { return strings.Join(parts, "; ") + "; nothing was written" }
+
+// lateCredentialRefusal refuses a credential that appeared after the label check without
+// the opt-in label.
+func lateCredentialRefusal(o Object, optIn fmt.Stringer) string {
+	return fmt.Sprintf("refusing to attach %s: it was created after the check, and the target uses it only as a credential (imagePullSecrets or a volume's secretRef) without the opt-in label %s", o, optIn)
+}
+
+// discoverWriteWarning words a failed write of an object that discovery found.
+func discoverWriteWarning(w Write, err error) string {
+	return fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+}
+
+// notFoundMessage names listed objects still missing after the grace.
+func notFoundMessage(objs []Object, ns, source string) string {
+	return fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in %s)", ns, joinObjects(objs), pronoun(len(objs)), source)
+}
+
+// rejectedMessage quotes the apiserver's rejection of a patch.
+func rejectedMessage(o Object, apiMsg string) string {
+	return fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", o, apiMsg)
+}
+
+// writtenBefore says what went through before a failure.
+func writtenBefore(added []Write) string {
+	if len(added) == 0 {
+		return " (nothing was written)"
+	}
+	return fmt.Sprintf(" (written before the failure, and correct: %s)", writesString(added))
 }

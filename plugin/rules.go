@@ -3,16 +3,19 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"strings"
+	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// The rules of an explicit list (the rule table of docs/step.md) and the labels it needs.
+// Which objects a run considers and what each gets: the rule table of an explicit list
+// (docs/step.md), discovery, and planWrites, the rules every candidate goes through.
 
-// classify applies the rule table to the explicit list:
+// ruleTable applies the rule table to the explicit list:
 //
 //	referenced by the target's template  → a candidate: the target and every other user own it
 //	used only by ReplicaSets created after the target → skip: a rollback
@@ -21,7 +24,7 @@ import (
 //
 // Creation times are compared as the controller's isRollbackWithinWindow does: strictly, so
 // a ReplicaSet created in the same second as the target is not newer.
-func classify(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, []candidate, error) {
+func ruleTable(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, []candidate, error) {
 	p := Plan{Target: req.Target}
 	var cands []candidate
 	if len(req.Objects) == 0 {
@@ -52,7 +55,8 @@ func classify(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, [
 		case len(old) > 0:
 			older = append(older, Skip{Object: o, Reason: SkipOlder, UsedBy: old})
 		case req.AllowUnreferenced:
-			cands = append(cands, candidate{Candidate: Candidate{Object: o}, listed: true, forced: req.Target})
+			target := OwnerOf(req.Target)
+			cands = append(cands, candidate{Candidate: Candidate{Object: o}, listed: true, forced: &target})
 			p.Listed = append(p.Listed, o)
 			p.Unreferenced = append(p.Unreferenced, o)
 		default:
@@ -60,19 +64,10 @@ func classify(req Request, rss []*appsv1.ReplicaSet, refs []References) (Plan, [
 		}
 	}
 	if len(p.Unreferenced) > 0 && !req.AllowUnreferenced {
-		n := len(p.Unreferenced)
-		return p, nil, &FailError{fmt.Sprintf("refusing to attach %s: no ReplicaSet of %s references %s in its pod template (ReplicaSet %s is being rolled out). "+
-			"Attaching would let the garbage collector delete %s when that ReplicaSet goes; nothing was written. Fix the name in %s, or set allowUnreferenced: true (-allow-unreferenced) if this is intended",
-			joinObjects(p.Unreferenced), req.Workload, pronoun(n), req.Target.Name, pronoun(n), req.listName())}
+		return p, nil, &FailError{unreferencedRefusal(p.Unreferenced, req)}
 	}
 	if len(older) > 0 && len(p.Listed) == 0 && !anyRollback(p.Skipped) {
-		var parts []string
-		for _, s := range older {
-			parts = append(parts, fmt.Sprintf("%s (used by %s)", s.Object, strings.Join(s.UsedBy, ", ")))
-		}
-		return p, nil, &FailError{fmt.Sprintf("the list is stale: ReplicaSet %s, being rolled out, uses none of the listed objects; only older ReplicaSets use %s; nothing was written. "+
-			"Update %s to the new revision's names (kubectl get rs %s -n %s -o yaml shows which ConfigMaps and Secrets it uses)",
-			req.Target.Name, strings.Join(parts, ", "), req.listName(), req.Target.Name, req.Workload.Namespace)}
+		return p, nil, &FailError{staleListRefusal(older, req)}
 	}
 	p.Skipped = append(p.Skipped, older...)
 	return p, cands, nil
@@ -87,133 +82,168 @@ func anyRollback(skips []Skip) bool {
 	return false
 }
 
-// labelRule is a rule on the labels of a listed object, for one that did not exist when the
-// labels were checked and appears during the grace: it is read and checked before its patch.
-type labelRule struct {
-	optIn        labels.Selector
-	requireOptIn bool // the administrator's policy
-	credential   bool // the target uses it only as a credential
-	ns           string
+// Candidate is an object a caller found (the controller's caches, audit's snapshot) with the
+// metadata it read (never the data). Who may own it is not the caller's to say: Reconcile asks
+// the namespace's users (Request.Users).
+type Candidate struct {
+	Object Object
+	// UID is the object's UID as read (empty: unknown); the patch carries it as a precondition.
+	UID    types.UID
+	Labels map[string]string
+	// Owners are its owner references as read (only UIDs are compared).
+	Owners []metav1.OwnerReference
+	// ReplicaSetOwned: an apps ReplicaSet is among its owners, for callers whose Owners keep
+	// only UIDs (the controller's cache); otherwise HasReplicaSetOwner(Owners) says it.
+	ReplicaSetOwned bool
 }
 
-// check returns the refusal for an object with these labels ("" when it may be attached).
-func (r *labelRule) check(o Object, l map[string]string) string {
-	if r == nil || r.optIn.Matches(labels.Set(l)) {
-		return ""
-	}
-	if r.requireOptIn {
-		return optInRefusal([]Object{o}, r.optIn, r.ns)
-	}
-	return fmt.Sprintf("refusing to attach %s: it was created after the check, and the target uses it only as a credential (imagePullSecrets or a volume's secretRef) without the opt-in label %s", o, r.optIn)
+// candidate is a Candidate on its way through Reconcile.
+type candidate struct {
+	Candidate
+	// listed: in the explicit list, whose problems decide the verdict.
+	listed bool
+	// labelsKnown: Labels (and UID, Owners) were read.
+	labelsKnown bool
+	// forced is the target of an allowUnreferenced object: an owner though its template does
+	// not reference the object.
+	forced *Owner
+	// recheck is the label rule of a listed object that did not exist at the check.
+	recheck *labelRule
+	// dropped: skipped by checkLabels (a credential).
+	dropped bool
 }
 
-// checkLabels applies the opt-in policy and the credentials rule to the explicit list. It
-// reads labels only when a rule needs them: with the policy on, one metadata list per kind;
-// otherwise one metadata GET per object the target uses only as a credential. An object that
-// does not exist yet carries the rule to its write (labelRule).
-func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands []candidate) error {
-	if len(p.Listed) == 0 {
-		return nil
-	}
-	ns := req.Workload.Namespace
-	optIn := req.Policy.optIn()
-	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
-	metas := map[Object]objectMeta{}
+// discover finds the objects matching the discovery selector (and, with the policy on, the
+// opt-in selector) that a live ReplicaSet of the workload references: one metadata list per
+// kind that some template references. A listed object that it finds gets its metadata.
+func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, cands []candidate) ([]candidate, error) {
+	sel := req.Discover
 	if req.Policy.RequireOptIn {
-		for _, k := range kindsOf(p.Listed) {
-			m, err := a.listMeta(ctx, ns, k, optIn)
-			if err != nil {
-				return err
-			}
-			for name, meta := range m {
-				metas[Object{k, name}] = meta
-			}
-		}
+		r, _ := req.Policy.optIn().Requirements()
+		sel = sel.Add(r...)
 	}
-	var unlabelled []Object
-	var keep []Object
-	for i := range cands {
-		c := &cands[i]
-		o := c.Object
-		need := req.Policy.RequireOptIn || creds.Has(o)
-		if !need {
-			keep = append(keep, o)
+	used := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	for i, rs := range rss {
+		if !Live(rs) {
 			continue
 		}
-		m, ok := metas[o]
-		if !ok {
-			got, err := a.getMeta(ctx, ns, o)
-			if err != nil {
-				return err
-			}
-			if got == nil { // absent: checked when it appears (the write's grace)
-				c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
-				keep = append(keep, o)
+		for n := range refs[i].ConfigMaps {
+			used.ConfigMaps[n] = true
+		}
+		for n := range refs[i].Secrets {
+			used.Secrets[n] = true
+		}
+	}
+	var kinds []Kind
+	if len(used.ConfigMaps) > 0 {
+		kinds = append(kinds, KindConfigMap)
+	}
+	if len(used.Secrets) > 0 {
+		kinds = append(kinds, KindSecret)
+	}
+	index := map[Object]int{}
+	for i, c := range cands {
+		index[c.Object] = i
+	}
+	var out []candidate
+	for _, k := range kinds {
+		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
+		if err != nil {
+			return nil, fmt.Errorf("discover: %w", err)
+		}
+		for name, m := range metas {
+			o := Object{k, name}
+			if i, ok := index[o]; ok {
+				// Listed too: the owners it already has need no write.
+				c := &cands[i]
+				if !c.labelsKnown {
+					c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+				}
 				continue
 			}
-			m, ok = *got, true
+			if !used.Has(o) {
+				continue
+			}
+			out = append(out, candidate{Candidate: Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners}, labelsKnown: true})
 		}
-		if ok {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-		}
-		if ok && optIn.Matches(labels.Set(m.Labels)) {
-			keep = append(keep, o)
+	}
+	return out, nil
+}
+
+// planWrites applies the rules every candidate goes through, whichever mode found it:
+//
+//	outside the administrator's --require-opt-in            → skipped (a listed one failed before)
+//	a user that cannot own it (StatefulSet, DaemonSet, Job,
+//	  CronJob, bare Pod, a ReplicaSet of an unchecked kind)   → blocked: nothing written; a listed one fails the run
+//	used only as a credential and not opted in               → skipped
+//	otherwise                                                → every live ReplicaSet that uses it, whose
+//	                                                           controller is live (or has none), and does
+//	                                                           not own it yet, in one write
+//
+// An object that has no ReplicaSet owner yet, in a view that may be stale, has its new owners
+// confirmed live (with their controllers) before the write.
+func planWrites(req Request, p *Plan, cands []candidate) error {
+	optIn := req.Policy.optIn()
+	var refused []string
+	for _, c := range cands {
+		if c.dropped {
 			continue
 		}
-		if req.Policy.RequireOptIn {
-			unlabelled = append(unlabelled, o)
+		if !c.listed && req.Policy.RequireOptIn && !optIn.Matches(labels.Set(c.Labels)) {
+			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipOptIn, OptIn: optIn.String()})
 			continue
 		}
-		// A credential (image pull secret, a volume's secretRef) is shared by nature: the list
-		// does not make it a dependent unless its owner opted it in.
-		p.Skipped = append(p.Skipped, Skip{Object: o, Reason: SkipCredential, UsedBy: []string{req.Target.Name}, OptIn: optIn.String()})
-		c.dropped = true
+		owners, blockers := ownersOf(req.Users.UsersOf(c.Object))
+		if len(blockers) > 0 {
+			b := Blocked{Object: c.Object, Users: blockers}
+			p.Blocked = append(p.Blocked, b)
+			if c.listed {
+				refused = append(refused, b.Message())
+			}
+			continue
+		}
+		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(owners) > 0 && credentialOnly(owners) {
+			var by []string
+			for _, o := range owners {
+				by = append(by, o.ReplicaSet.Name)
+			}
+			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipCredential, UsedBy: by, OptIn: optIn.String()})
+			continue
+		}
+		rss := make([]Owner, 0, len(owners)+1)
+		for _, o := range owners {
+			rss = append(rss, o.ReplicaSet)
+		}
+		if c.forced != nil && !containsOwner(rss, c.forced.UID) {
+			rss = append(rss, *c.forced)
+		}
+		if c.listed && !containsOwner(rss, req.Target.UID) {
+			refused = append(refused, targetCannotOwn(req.Target.Name, c.Object))
+			continue
+		}
+		missing := withoutOwners(rss, c.Owners)
+		if len(missing) == 0 {
+			if !c.listed && len(rss) > 0 {
+				p.Owned++
+			}
+			continue
+		}
+		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: missing, Listed: c.listed,
+			verify: req.Users.Stale() && !c.ReplicaSetOwned && !HasReplicaSetOwner(c.Owners), recheck: c.recheck})
 	}
-	if len(unlabelled) > 0 {
-		return &FailError{optInRefusal(unlabelled, optIn, ns)}
+	sortWrites(p.Writes)
+	sort.SliceStable(p.Blocked, func(i, j int) bool { return CompareObjects(p.Blocked[i].Object, p.Blocked[j].Object) < 0 })
+	if len(refused) > 0 {
+		return &FailError{refusals(refused)}
 	}
-	p.Listed = keep
 	return nil
 }
 
-// optInRefusal says that the policy refuses objects without the opt-in label, and how to label
-// them.
-func optInRefusal(objs []Object, optIn labels.Selector, ns string) string {
-	key, val := optInLabel(optIn)
-	var cmds []string
-	for _, o := range objs {
-		cmds = append(cmds, fmt.Sprintf("kubectl label %s %s -n %s %s=%s", strings.ToLower(string(o.Kind)), o.Name, ns, key, val))
-	}
-	return fmt.Sprintf("refusing to attach %s: the administrator requires opt-in (--require-opt-in) and %s not match %s; nothing was written. "+
-		"Label the objects at their source (Kustomize generatorOptions.labels, a label in the Helm chart) or now: %s",
-		joinObjects(objs), verb(len(objs), "it does", "they do"), optIn, strings.Join(cmds, "; "))
-}
-
-// optInLabel returns one key=value that satisfies sel, for messages.
-func optInLabel(sel labels.Selector) (string, string) {
-	reqs, _ := sel.Requirements()
-	for _, r := range reqs {
-		if r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals || r.Operator() == selection.In {
-			if v := r.Values().List(); len(v) > 0 {
-				return r.Key(), v[0]
-			}
+func sortWrites(ws []Write) {
+	sort.SliceStable(ws, func(i, j int) bool {
+		if ws[i].Listed != ws[j].Listed {
+			return ws[i].Listed
 		}
-	}
-	return DefaultDiscoverLabel, "true"
-}
-
-func kindsOf(objs []Object) []Kind {
-	var cm, sec bool
-	for _, o := range objs {
-		cm = cm || o.Kind == KindConfigMap
-		sec = sec || o.Kind == KindSecret
-	}
-	var out []Kind
-	if cm {
-		out = append(out, KindConfigMap)
-	}
-	if sec {
-		out = append(out, KindSecret)
-	}
-	return out
+		return CompareObjects(ws[i].Object, ws[j].Object) < 0
+	})
 }

@@ -1,16 +1,14 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,7 +42,7 @@ const (
 
 // ReplicaSetUser is a ReplicaSet whose pod template references the object.
 type ReplicaSetUser struct {
-	ReplicaSet *appsv1.ReplicaSet
+	ReplicaSet Owner
 	Controller ControllerState
 	// CredentialOnly: the template uses the object only as a credential (CredentialOnly).
 	CredentialOnly bool
@@ -79,7 +77,7 @@ type UserView interface {
 // for messages.
 func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 	for _, r := range u.ReplicaSets {
-		if !Live(r.ReplicaSet) {
+		if r.ReplicaSet.Deleting {
 			continue
 		}
 		switch r.Controller {
@@ -87,7 +85,7 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 			continue
 		case ControllerUnknown:
 			who := "a controller"
-			if ref := metav1.GetControllerOfNoCopy(r.ReplicaSet); ref != nil {
+			if ref := r.ReplicaSet.Controller; ref != nil {
 				who = ref.Kind + " " + ref.Name
 			}
 			blockers = append(blockers, fmt.Sprintf("ReplicaSet %s (controlled by %s, whose existence configmap-attacher cannot confirm)", r.ReplicaSet.Name, who))
@@ -260,7 +258,7 @@ func (u *NamespaceUsage) UsersOf(o Object) Users {
 	var out Users
 	for i, rs := range u.ReplicaSets {
 		if u.refs[i].Has(o) {
-			out.ReplicaSets = append(out.ReplicaSets, ReplicaSetUser{ReplicaSet: rs, Controller: u.controllers[i], CredentialOnly: u.creds[i].Has(o)})
+			out.ReplicaSets = append(out.ReplicaSets, ReplicaSetUser{ReplicaSet: OwnerOf(rs), Controller: u.controllers[i], CredentialOnly: u.creds[i].Has(o)})
 		}
 	}
 	for _, t := range u.templates {
@@ -291,203 +289,6 @@ func (u *NamespaceUsage) Own(w Workload) ([]*appsv1.ReplicaSet, error) {
 	return own, nil
 }
 
-// ReadUsage reads a namespace's users for one run: every ReplicaSet; the Deployments, Rollouts
-// and Experiments that control some of them (metadata only, and only the kinds that do, other
-// than the known workloads); every StatefulSet, DaemonSet, Job and CronJob; the Pods' metadata,
-// and the pod spec of each Pod (a list by name) no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
-// forbidden list is a *FailError naming the grant: without it not every user is known.
-func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
-	var in UsageInput
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	list := func(what string, f func(context.Context) error) {
-		g.Go(func() error {
-			if err := a.call(gctx, f); err != nil {
-				return a.usageError(err, what, ns)
-			}
-			return nil
-		})
-	}
-	list("statefulsets.apps", func(ctx context.Context) error {
-		l, err := a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.StatefulSets = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("daemonsets.apps", func(ctx context.Context) error {
-		l, err := a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.DaemonSets = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("jobs.batch", func(ctx context.Context) error {
-		l, err := a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.Jobs = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("cronjobs.batch", func(ctx context.Context) error {
-		l, err := a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.CronJobs = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	g.Go(func() error {
-		pods, err := a.barePods(gctx, ns)
-		mu.Lock()
-		in.BarePods = pods
-		mu.Unlock()
-		return err
-	})
-	g.Go(func() error {
-		var rss []appsv1.ReplicaSet
-		err := a.call(gctx, func(ctx context.Context) error {
-			l, err := a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				rss = l.Items
-			}
-			return err
-		})
-		if err != nil {
-			return a.usageError(err, "replicasets.apps", ns)
-		}
-		ctrls, listed, err := a.controllersOf(gctx, ns, rss, known)
-		mu.Lock()
-		in.ReplicaSets, in.Controllers, in.ListedKinds = rss, ctrls, listed
-		mu.Unlock()
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return NewUsage(ns, in), nil
-}
-
-// controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet
-// other than the known workloads. A kind whose resource is not served (the Rollout CRD not
-// installed) has no workloads: listed, and empty.
-func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
-	out := append([]ControllerRef(nil), known...)
-	isKnown := map[types.UID]bool{}
-	for _, k := range known {
-		isKnown[k.UID] = true
-	}
-	need := map[string]controllerKind{}
-	for i := range rss {
-		ref := metav1.GetControllerOfNoCopy(&rss[i])
-		if ref == nil || isKnown[ref.UID] {
-			continue
-		}
-		if k, ok := checkedKind(ref); ok {
-			need[k.kind] = k
-		}
-	}
-	var listed []string
-	for _, k := range checkedControllers {
-		if _, ok := need[k.kind]; !ok {
-			continue
-		}
-		var items []metav1.PartialObjectMetadata
-		err := a.call(ctx, func(ctx context.Context) error {
-			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				items = l.Items
-			}
-			return err
-		})
-		switch {
-		case isNotFound(err):
-			// The kind is not served (its CRD uninstalled or being reinstalled): its
-			// ReplicaSets' controllers cannot be confirmed, and such a ReplicaSet still runs
-			// its pods, so they stay unknown (they block), as in the controller mode.
-			continue
-		case err != nil:
-			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
-		}
-		listed = append(listed, k.kind)
-		for i := range items {
-			out = append(out, RefOf(k.kind, &items[i]))
-		}
-	}
-	return out, listed, nil
-}
-
-// barePods reads the Pods' metadata, then the spec of each Pod that no ReplicaSet controls:
-// a bare Pod, or one of a StatefulSet, DaemonSet, Job or a controller configmap-attacher does not
-// read. A Pod's own spec counts, not its controller's current template: a StatefulSet or
-// DaemonSet mid-rollout (OnDelete, a partition) still runs Pods of an older revision. (A
-// ReplicaSet's Pods are its template's: the ReplicaSet is read.) Up to manyPods such Pods are
-// read by a list by name each, more by one list of the namespace's Pods.
-func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error) {
-	var items []metav1.PartialObjectMetadata
-	gvr := corev1.SchemeGroupVersion.WithResource("pods")
-	err := a.call(ctx, func(ctx context.Context) error {
-		l, err := a.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			items = l.Items
-		}
-		return err
-	})
-	if err != nil {
-		return nil, a.usageError(err, "pods", ns)
-	}
-	want := map[types.UID]bool{}
-	var names []string
-	for i := range items {
-		if !ReplicaSetPod(metav1.GetControllerOfNoCopy(&items[i])) {
-			want[items[i].UID] = true
-			names = append(names, items[i].Name)
-		}
-	}
-	if len(names) == 0 {
-		return nil, nil
-	}
-	// A list by name, or of all: list is in every mode's RBAC (the Rollouts controller's role
-	// has no get on pods); a Pod gone since is simply not there.
-	selectors := make([]string, 0, len(names))
-	if len(names) > manyPods {
-		selectors = append(selectors, "")
-	} else {
-		for _, n := range names {
-			selectors = append(selectors, "metadata.name="+n)
-		}
-	}
-	var out []corev1.Pod
-	for _, fs := range selectors {
-		var l *corev1.PodList
-		err := a.call(ctx, func(ctx context.Context) error {
-			var err error
-			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fs})
-			return err
-		})
-		if err != nil {
-			return nil, a.usageError(err, "pods", ns)
-		}
-		for _, p := range l.Items {
-			if want[p.UID] {
-				out = append(out, p)
-			}
-		}
-	}
-	return out, nil
-}
-
-// manyPods is how many Pods without a ReplicaSet are read by name before one list of all is
-// cheaper.
-const manyPods = 8
-
 // ReplicaSetPod reports whether a Pod with this controller is a ReplicaSet's: its spec is the
 // ReplicaSet's template, which is read. Every other Pod's own spec counts.
 func ReplicaSetPod(ref *metav1.OwnerReference) bool {
@@ -496,12 +297,4 @@ func ReplicaSetPod(ref *metav1.OwnerReference) bool {
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	return err == nil && gv.Group == "apps"
-}
-
-func (a *Attacher) usageError(err error, resource, ns string) error {
-	if isForbidden(err) {
-		return &FailError{fmt.Sprintf("forbidden to list %s in namespace %s (%s): configmap-attacher adds an owner only when it knows every user of the object in the namespace; grant list on %s, see %s",
-			resource, ns, apiMessage(err), resource, a.rbacHint())}
-	}
-	return fmt.Errorf("listing %s in namespace %s (to find every user of the objects): %w", resource, ns, err)
 }

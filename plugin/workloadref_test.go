@@ -71,8 +71,8 @@ func TestResolveWorkloadRef(t *testing.T) {
 // OwnReplicaSets keeps, from one list, the workload's own: its selector and its controller
 // UID, oldest first.
 func TestOwnReplicaSets(t *testing.T) {
-	newer := aged("h2", "uid-h2", 0, fixtures.PodSpec(nil, nil))
-	older := aged("h1", "uid-h1", -time.Hour, fixtures.PodSpec(nil, nil))
+	newer := fixtures.Aged("h2", "uid-h2", 0, fixtures.PodSpec(nil, nil))
+	older := fixtures.Aged("h1", "uid-h1", -time.Hour, fixtures.PodSpec(nil, nil))
 	impostor := fixtures.ReplicaSet("imp", "uid-imp", "someone-else", fixtures.PodSpec(nil, nil))
 	other := fixtures.ReplicaSet("x", "uid-x", fixtures.RolloutUID, fixtures.PodSpec(nil, nil))
 	other.Labels = map[string]string{"app": "other"}

@@ -2,14 +2,12 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // The write: one add-only patch per object, its checks, and its outcome.
@@ -33,8 +31,8 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 		if refusal := w.recheck.check(w.Object, m.Labels); refusal != "" {
 			return res, &FailError{refusal}
 		}
-		if missing := withoutOwners(w.ReplicaSets, m.Owners); len(missing) > 0 {
-			res.Added = append(res.Added, Write{Object: w.Object, ReplicaSets: missing, Listed: true})
+		if missing := withoutOwners(w.Owners, m.Owners); len(missing) > 0 {
+			res.Added = append(res.Added, Write{Object: w.Object, Owners: missing, Listed: true})
 		}
 	}
 	res.Message = res.dryRunMessage()
@@ -114,7 +112,7 @@ func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error 
 // recheckedPatch is the patch of a listed object that appeared after the label check.
 func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error {
 	if w.recheck == nil {
-		return a.safePatch(ctx, ns, w)
+		return a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 	}
 	m, err := a.getMeta(ctx, ns, w.Object)
 	switch {
@@ -127,11 +125,7 @@ func (a *Attacher) recheckedPatch(ctx context.Context, ns string, w Write) error
 		return &FailError{refusal}
 	}
 	w.ObjectUID = m.UID
-	return a.safePatch(ctx, ns, w)
-}
-
-func notFound(o Object) error {
-	return apierrors.NewNotFound(o.Kind.Resource().GroupVersion().WithResource(o.Kind.Resource().Resource).GroupResource(), o.Name)
+	return a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 }
 
 func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func()) {
@@ -144,7 +138,7 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 		// Nothing to add: the view was stale. Not a problem of the object.
 	case !w.Listed:
 		// An older ReplicaSet's object found by discovery: the explicit list decides the verdict.
-		msg := fmt.Sprintf("could not add owner %s to %s: %s", strings.Join(w.Names(), ", "), w.Object, describeAPIError(err))
+		msg := discoverWriteWarning(w, err)
 		if isForbidden(err) {
 			msg = forbiddenMessage([]Object{w.Object}, apiMessage(err), o.ns, o.rbacHint)
 		}
@@ -177,12 +171,12 @@ func (a *Attacher) writeOne(ctx context.Context, ns string, w *Write) error {
 	if w.verify {
 		// A stale view: keep only the ReplicaSets a live read still shows, with their
 		// controllers.
-		if w.ReplicaSets, err = a.existing(ctx, ns, w.ReplicaSets); err == nil && len(w.ReplicaSets) == 0 {
+		if w.Owners, err = a.existing(ctx, ns, w.Owners); err == nil && len(w.Owners) == 0 {
 			err = errAllGone
 		}
 	}
 	if err == nil {
-		err = a.safePatch(ctx, ns, *w)
+		err = a.patch(ctx, ns, w.Object, w.ObjectUID, w.Owners)
 	}
 	if err != nil && isNotFound(err) && w.Listed {
 		err = a.awaitCreation(ctx, ns, *w)
@@ -201,32 +195,20 @@ func guard(o Object, f func() error) (err error) {
 	return f()
 }
 
-// safePatch is the patch alone, guarded (awaitCreation retries it).
-func (a *Attacher) safePatch(ctx context.Context, ns string, w Write) error {
-	return guard(w.Object, func() error { return a.addOwners(ctx, ns, w.Object, w.ObjectUID, w.ReplicaSets) })
-}
-
-// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
-// stale); nothing is written, and the caller's view catches up.
-var errAllGone = errors.New("every ReplicaSet to add is gone")
-
-// isAllGone reports a write skipped because its ReplicaSets no longer exist.
-func isAllGone(err error) bool { return errors.Is(err, errAllGone) }
-
 // err turns the outcome into the verdict: nil when every listed object is attached, a
 // *FailError for problems a retry cannot fix (missing, forbidden, rejected), or the
 // transient error for the caller to retry.
 func (o writeOutcome) err() error {
 	var parts []string
 	if len(o.missing) > 0 {
-		parts = append(parts, fmt.Sprintf("not found in namespace %s: %s (create %s, or fix the name in %s)", o.ns, joinObjects(o.missing), pronoun(len(o.missing)), o.source))
+		parts = append(parts, notFoundMessage(o.missing, o.ns, o.source))
 	}
 	if len(o.forbidden) > 0 {
 		objs := keysOf(o.forbidden)
 		parts = append(parts, forbiddenMessage(objs, o.forbidden[objs[0]], o.ns, o.rbacHint))
 	}
 	for _, obj := range keysOf(o.rejected) {
-		parts = append(parts, fmt.Sprintf("the apiserver rejected the owner reference on %s: %s", obj, o.rejected[obj]))
+		parts = append(parts, rejectedMessage(obj, o.rejected[obj]))
 	}
 	parts = append(parts, o.refused...)
 	if len(parts) > 0 {
@@ -240,16 +222,7 @@ func (o writeOutcome) err() error {
 
 // written says what was patched before a failure: the run is not all-or-nothing (each object
 // is its own request), and what went through is correct and stays.
-func (o writeOutcome) written() string {
-	var attached []string
-	for _, w := range o.added {
-		attached = append(attached, fmt.Sprintf("%s ← %s", w.Object, strings.Join(w.Names(), ", ")))
-	}
-	if len(attached) == 0 {
-		return " (nothing was written)"
-	}
-	return fmt.Sprintf(" (written before the failure, and correct: %s)", strings.Join(attached, "; "))
-}
+func (o writeOutcome) written() string { return writtenBefore(o.added) }
 
 // partialError is a transient failure that says what was written before it.
 type partialError struct {
@@ -258,6 +231,7 @@ type partialError struct {
 }
 
 func (e *partialError) Error() string { return e.err.Error() + e.written }
+
 func (e *partialError) Unwrap() error { return e.err }
 
 func keysOf(m map[Object]string) []Object {

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
+
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	hclog "github.com/hashicorp/go-hclog"
@@ -26,8 +28,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
 // controllerHandshake is copied from argo-rollouts rollout/steps/plugin/client/client.go
@@ -277,7 +277,7 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	if res.Phase != types.PhaseSuccessful || res.Message != wantMessage {
 		t.Fatalf("Run = phase %q message %q, want %q %q", res.Phase, res.Message, types.PhaseSuccessful, wantMessage)
 	}
-	var st plugin.StepStatus
+	var st step.Status
 	if err := json.Unmarshal(res.Status, &st); err != nil || !bytes.HasPrefix(res.Status, []byte("{")) {
 		t.Fatalf("Status %s is not a JSON object: %v", res.Status, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
+
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -269,8 +271,8 @@ func getObjects(t *testing.T, c kubernetes.Interface) (*corev1.ConfigMap, *corev
 func TestRPCRoundTrip(t *testing.T) {
 	kube := seededClientset()
 	var logs syncBuffer
-	step := &plugin.Step{Client: clientOf(kube), Log: testLogger(&logs)}
-	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(&logs)})
+	st := &step.Step{Client: clientOf(kube), Log: testLogger(&logs)}
+	p, _ := serve(t, st)
 
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
@@ -296,7 +298,7 @@ func TestRPCRoundTrip(t *testing.T) {
 
 		// The Status must cross gob byte for byte: compare with what the same Step returns
 		// in-process against identical objects.
-		direct, derr := (&plugin.Step{Client: clientOf(seededClientset()), Log: testLogger(io.Discard)}).Run(testRollout(), stepContext(stepConfig))
+		direct, derr := (&step.Step{Client: clientOf(seededClientset()), Log: testLogger(io.Discard)}).Run(testRollout(), stepContext(stepConfig))
 		if derr.HasError() {
 			t.Fatalf("direct Run: %v", derr)
 		}
@@ -307,11 +309,11 @@ func TestRPCRoundTrip(t *testing.T) {
 		if !bytes.HasPrefix(bytes.TrimSpace(res.Status), []byte("{")) {
 			t.Fatalf("Status %s is not a JSON object", res.Status)
 		}
-		var st plugin.StepStatus
+		var st step.Status
 		if err := json.Unmarshal(res.Status, &st); err != nil {
 			t.Fatalf("Status %s: %v", res.Status, err)
 		}
-		want := plugin.StepStatus{ReplicaSet: rsName, ReplicaSetUID: string(rsUID), ConfigMaps: []string{cmName}, Secrets: []string{secretName}}
+		want := step.Status{ReplicaSet: rsName, ReplicaSetUID: string(rsUID), ConfigMaps: []string{cmName}, Secrets: []string{secretName}}
 		if mustJSON(t, st) != mustJSON(t, want) {
 			t.Errorf("Status = %s, want %s", mustJSON(t, st), mustJSON(t, want))
 		}
@@ -408,12 +410,12 @@ func TestRPCStatusRoundTrip(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var now atomic.Pointer[time.Time]
 	now.Store(&t0)
-	step := &plugin.Step{
+	sp := &step.Step{
 		Client: clientOf(seededClientset()),
 		Log:    testLogger(io.Discard),
 		Now:    func() time.Time { return *now.Load() },
 	}
-	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
+	p, _ := serve(t, sp)
 
 	ro := testRollout()
 	ro.Status.CurrentPodHash = "5d6f7a8b9" // the controller has not created this ReplicaSet yet
@@ -423,10 +425,10 @@ func TestRPCStatusRoundTrip(t *testing.T) {
 	if rerr.HasError() || res.Phase != types.PhaseRunning {
 		t.Fatalf("first Run: phase %q message %q error %q, want Running", res.Phase, res.Message, rerr.ErrorString)
 	}
-	if res.RequeueAfter != plugin.RequeueAfter || res.RequeueAfter <= 10*time.Second {
-		t.Errorf("RequeueAfter = %s, want %s (> the controller's 10s floor)", res.RequeueAfter, plugin.RequeueAfter)
+	if res.RequeueAfter != step.RequeueAfter || res.RequeueAfter <= 10*time.Second {
+		t.Errorf("RequeueAfter = %s, want %s (> the controller's 10s floor)", res.RequeueAfter, step.RequeueAfter)
 	}
-	var st plugin.StepStatus
+	var st step.Status
 	if err := json.Unmarshal(res.Status, &st); err != nil || st.WaitingSince == nil || !st.WaitingSince.Time.Equal(t0) {
 		t.Fatalf("first Status = %s (%v), want waitingSince %s", res.Status, err, t0.Format(time.RFC3339))
 	}
@@ -461,7 +463,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 	kube := seededClientset()
 	var calls atomic.Int32
 	var logs syncBuffer
-	step := &plugin.Step{
+	st := &step.Step{
 		Client: func() (plugin.Clients, error) {
 			if calls.Add(1) == 1 {
 				var m map[string]int
@@ -471,7 +473,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 		},
 		Log: testLogger(&logs),
 	}
-	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(&logs)})
+	p, _ := serve(t, st)
 
 	res, rerr := p.Run(testRollout(), stepContext(stepConfig))
 	if !rerr.HasError() {
@@ -506,8 +508,8 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 
 func TestRPCPanicWithoutLogger(t *testing.T) {
 	// A StepPlugin built without a logger must still recover (and not panic again in recover).
-	step := &plugin.Step{Client: func() (plugin.Clients, error) { panic("no client") }, Log: testLogger(io.Discard)}
-	p, _ := serve(t, &rpc.Adapter{Step: step})
+	st := &step.Step{Client: func() (plugin.Clients, error) { panic("no client") }, Log: testLogger(io.Discard)}
+	p, _ := serve(t, st)
 	logrus.SetOutput(io.Discard)
 	t.Cleanup(func() { logrus.SetOutput(logrusDefaultOut) })
 	if err := p.InitPlugin(); err.HasError() {
@@ -522,13 +524,13 @@ func TestRPCPanicWithoutLogger(t *testing.T) {
 var logrusDefaultOut = logrus.StandardLogger().Out
 
 func TestRPCClientErrorIsRetriable(t *testing.T) {
-	step := &plugin.Step{
+	st := &step.Step{
 		Client: func() (plugin.Clients, error) {
 			return plugin.Clients{}, errors.New("no configuration has been provided")
 		},
 		Log: testLogger(io.Discard),
 	}
-	p, _ := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
+	p, _ := serve(t, st)
 	res, rerr := p.Run(testRollout(), stepContext(stepConfig))
 	if !rerr.HasError() {
 		t.Fatalf("Run without a client: no RpcError (phase %q, message %q); want an error the controller retries", res.Phase, res.Message)
@@ -542,8 +544,8 @@ func TestRPCClientErrorIsRetriable(t *testing.T) {
 }
 
 func TestRPCClosedConnection(t *testing.T) {
-	step := &plugin.Step{Client: clientOf(seededClientset()), Log: testLogger(io.Discard)}
-	p, proto := serve(t, &rpc.Adapter{Step: step, Log: testLogger(io.Discard)})
+	st := &step.Step{Client: clientOf(seededClientset()), Log: testLogger(io.Discard)}
+	p, proto := serve(t, st)
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
 	}
@@ -572,7 +574,7 @@ func TestRPCClosedConnection(t *testing.T) {
 // TestPluginMap pins the key the controller dispenses and that the served plugin is the
 // rollouts RpcStepPlugin wrapping our implementation.
 func TestPluginMap(t *testing.T) {
-	impl := &rpc.Adapter{}
+	impl := &step.Step{}
 	m := rpc.PluginMap(impl)
 	if len(m) != 1 {
 		t.Fatalf("PluginMap has %d entries, want 1", len(m))
@@ -590,4 +592,3 @@ func TestPluginMap(t *testing.T) {
 }
 
 // Compile-time: the adapter is what the controller calls.
-var _ rolloutsrpc.StepPlugin = (*rpc.Adapter)(nil)

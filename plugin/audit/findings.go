@@ -101,7 +101,7 @@ func removalAdvice(others []string, oa Object, rs string) string {
 	case len(missing) > 0 && oa.Fixable:
 		return fmt.Sprintf(". %s %s it without owning it: run audit -fix first (it adds them), then remove the reference by hand", joinNames(missing), verb(len(missing), "uses", "use"))
 	case len(missing) > 0:
-		return fmt.Sprintf(". %s %s it without owning it, and it is not opted in: the object is deleted with its other owners. Label it %s=true and run audit -fix first, then remove the reference by hand", joinNames(missing), verb(len(missing), "uses", "use"), plugin.DefaultDiscoverLabel)
+		return fmt.Sprintf(". %s %s it without owning it, and it is not opted in: the object is deleted with its other owners. Label it %s=true and run audit -fix first, then remove the reference by hand", joinNames(missing), verb(len(missing), "uses", "use"), plugin.OptInLabel)
 	case len(others) == 0:
 		return ". No ReplicaSet of the Rollout uses it: remove the reference by hand only if the object is to be kept (without it, nothing collects the object)"
 	default:

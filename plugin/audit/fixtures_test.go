@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 
 const (
 	testNS = fixtures.Namespace
-	optIn  = plugin.DefaultDiscoverLabel
+	optIn  = plugin.OptInLabel
 	// The command's exit codes (plugin/cmd): Report.Failed is exit 1.
 	exitOK   = 0
 	exitFail = 1

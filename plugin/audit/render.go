@@ -151,7 +151,7 @@ func (r *Report) writeSummary(w io.Writer) {
 	}
 	if n := s.MissingOwners - s.Fixable - s.SharedOwners; n > 0 {
 		fmt.Fprintf(w, "not opted in: %d ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them %s=true to let it add owners)\n",
-			n, plugin.DefaultDiscoverLabel)
+			n, plugin.OptInLabel)
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)

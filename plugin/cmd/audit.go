@@ -78,7 +78,7 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
 	fs.StringVar(&o.selector, "selector", "", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
-	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
+	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
 	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
 	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")

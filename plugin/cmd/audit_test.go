@@ -112,7 +112,7 @@ func apiDeployment() (*fake.Clientset, *rolloutsfake.Clientset) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-deploy", Controller: &t1}}},
 			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": name}}, Spec: spec}}}
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "api-2", Namespace: "shop", Labels: map[string]string{plugin.DefaultDiscoverLabel: "true"}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "api-2", Namespace: "shop", Labels: map[string]string{plugin.OptInLabel: "true"}}}
 	kube := fake.NewClientset(d, rsFor("api-rs1", "1", podSpec("api-1")), rsFor("api-rs2", "2", podSpec("api-2")), cm)
 	return kube, rolloutsfake.NewSimpleClientset()
 }
@@ -193,7 +193,7 @@ func TestAuditFlagSet(t *testing.T) {
 	fs := (&Audit{Stderr: &errb}).FlagSet()
 	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
 		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
-		"require-opt-in": "false", "opt-in-selector": plugin.DefaultDiscoverLabel + "=true"}
+		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true"}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++

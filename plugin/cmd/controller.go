@@ -129,7 +129,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs.SetOutput(c.Stderr)
 	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
-	fs.StringVar(&o.selector, "selector", plugin.DefaultDiscoverLabel+"=true", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
+	fs.StringVar(&o.selector, "selector", plugin.OptInLabel+"=true", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
 	fs.StringVar(&o.workloads, "workloads", workloadRollouts+","+workloadDeployments, "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader on a Lease; only the leader writes")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace; required with -leader-elect outside a cluster)")

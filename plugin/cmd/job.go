@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/job"
+
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,7 +20,7 @@ import (
 )
 
 // Job is the command-line (Job) mode: the original tool's interface on the same core
-// (plugin.WaitAndAttach).
+// (job.WaitAndAttach).
 type Job struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads VERSION and JOB_NAME, which are only logged (nil: both empty).
@@ -65,9 +67,9 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.secrets, "secrets", "", "comma-separated Secret names")
 	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
 	fs.BoolVar(&o.discover, "discover", false, "also attach every opted-in object (see -selector) that any ReplicaSet of the Rollout still in history references")
-	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+plugin.DefaultDiscoverLabel+"=true)")
+	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+plugin.OptInLabel+"=true)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "refuse to write an owner reference on any object that does not match -opt-in-selector (listed objects that do not fail the run; discovery adopts only matching ones)")
-	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
+	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
@@ -129,7 +131,7 @@ func (c *Job) Main(args []string) int {
 		return ExitFail
 	}
 	req.Clients, req.Log, req.PollInterval = cl, entry, c.PollInterval
-	msg, err := plugin.WaitAndAttach(context.Background(), req)
+	msg, err := job.WaitAndAttach(context.Background(), req)
 	if err != nil {
 		entry.Error(err)
 		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
@@ -142,7 +144,7 @@ func (c *Job) Main(args []string) int {
 
 // validate turns the flags and the remaining arguments into the core's request; it returns
 // every problem at once.
-func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
+func (o *jobOptions) validate(rest []string) (job.Request, []string) {
 	var problems []string
 	if len(rest) > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags, e.g. -configmaps %s", rest[0], rest[0]))
@@ -184,7 +186,7 @@ func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
 	} else if o.timeout > jobMaxTimeout {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be at most 1h (a Sync hook holds the Argo CD sync while it waits, and the Rollouts controller creates the ReplicaSet in seconds), e.g. -timeout 5m", o.timeout))
 	}
-	req := plugin.JobRequest{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn}}
+	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn}}
 	if sel, err := labels.Parse(o.optInSelector); err != nil {
 		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
 	} else if !plugin.Positive(sel) {
@@ -199,7 +201,7 @@ func (o *jobOptions) validate(rest []string) (plugin.JobRequest, []string) {
 		} else if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: %q is not an annotation key: %s", o.expectAnnotation, k, strings.Join(errs, "; ")))
 		} else {
-			req.ExpectTemplateAnnotation = plugin.TemplateAnnotation{Key: k, Value: v}
+			req.ExpectTemplateAnnotation = job.TemplateAnnotation{Key: k, Value: v}
 		}
 	}
 	return req, problems

@@ -147,7 +147,7 @@ func TestJobValidateAccepts(t *testing.T) {
 		{"digits", jobOptions{rollout: "0web", namespace: "0shop", configMaps: "a", timeout: time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.optInSelector = plugin.DefaultDiscoverLabel + "=true"
+			tc.o.optInSelector = plugin.OptInLabel + "=true"
 			req, problems := tc.o.validate(nil)
 			if len(problems) > 0 {
 				t.Fatalf("problems: %q", problems)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
 	steptypes "github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -94,7 +96,7 @@ func (r modesRow) world() modesWorld {
 		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": "1"}}, Spec: modesSpec([]string{"cfg"}, "")}}}
 	cfg := fixtures.ConfigMap("cfg")
 	cfg.UID = "uid-cfg"
-	cfg.Labels[plugin.DefaultDiscoverLabel] = "true"
+	cfg.Labels[plugin.OptInLabel] = "true"
 	pull := fixtures.Secret("pull")
 	pull.UID = "uid-pull"
 	w := modesWorld{kube: []runtime.Object{cur, dep, api, cfg, pull}}
@@ -172,7 +174,7 @@ func runStep(t *testing.T, w modesWorld) []string {
 	kube := fake.NewClientset(w.kube...)
 	ro := rolloutsfake.NewSimpleClientset(w.rollout)
 	cl := plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}
-	s := &plugin.Step{Client: func() (plugin.Clients, error) { return cl, nil }, Log: modesLog(t)}
+	s := &step.Step{Client: func() (plugin.Clients, error) { return cl, nil }, Log: modesLog(t)}
 	res, rpcErr := s.Run(w.rollout, &steptypes.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(w.stepConf)})
 	t.Logf("step: phase %s: %s %s", res.Phase, res.Message, rpcErr.ErrorString)
 	if rpcErr.ErrorString != "" || res.Phase == steptypes.PhaseRunning {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
 
@@ -53,7 +54,7 @@ func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
 	logFlags(fs, &o.LogLevel, &o.LogFormat)
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
 	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
-	fs.StringVar(&o.optIn, "opt-in-selector", plugin.DefaultDiscoverLabel+"=true", "label selector of opted-in objects")
+	fs.StringVar(&o.optIn, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), stepPluginUsage)
 		fs.PrintDefaults()
@@ -167,8 +168,8 @@ func (c *StepPlugin) Main(args []string) int {
 	client := plugin.LazyClient(o.Client)
 	// Events are sent in the background: a step's latency does not include them.
 	events := plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: entry}, 64, entry)
-	step := &plugin.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
+	s := &step.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
 	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String()}).Info("policy")
-	rpc.Serve(step, entry)
+	rpc.Serve(s)
 	return ExitOK
 }

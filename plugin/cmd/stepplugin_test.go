@@ -30,7 +30,7 @@ func TestStepPluginArgs(t *testing.T) {
 	if err != nil || !o.Policy.RequireOptIn || o.Policy.OptIn.String() != "revisioned=yes,team=shop" {
 		t.Errorf("policy args = %+v, %v", o.Policy, err)
 	}
-	if o, _ := parseStepArgs(nil, io.Discard); o.Policy.RequireOptIn || o.Policy.OptIn.String() != plugin.DefaultDiscoverLabel+"=true" {
+	if o, _ := parseStepArgs(nil, io.Discard); o.Policy.RequireOptIn || o.Policy.OptIn.String() != plugin.OptInLabel+"=true" {
 		t.Errorf("default policy = %+v", o.Policy)
 	}
 	// Every problem at once, in flag order.

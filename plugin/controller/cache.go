@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,11 +40,9 @@ func (r *cachedReplicaSet) DeepCopyObject() runtime.Object {
 	return out
 }
 
-// replicaSet is the ReplicaSet as the core takes it (identity and liveness; the core writes
-// only its name and UID).
-func (r *cachedReplicaSet) replicaSet() *appsv1.ReplicaSet {
-	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, UID: r.UID,
-		CreationTimestamp: r.CreationTimestamp, DeletionTimestamp: r.DeletionTimestamp, OwnerReferences: r.OwnerReferences}}
+// owner is the ReplicaSet as the core takes an owner: its identity and liveness.
+func (r *cachedReplicaSet) owner() plugin.Owner {
+	return plugin.Owner{Name: r.Name, UID: r.UID, Deleting: r.DeletionTimestamp != nil, Controller: metav1.GetControllerOfNoCopy(r)}
 }
 
 // references is Refs as plugin.References.

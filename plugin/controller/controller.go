@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -148,13 +147,6 @@ type Controller struct {
 	seen map[Key]time.Time
 	// gaugeNamespaces are the namespaces the gauges have a series for (set to 0 when clean).
 	gaugeNamespaces map[string]bool
-}
-
-type pendingOwners struct {
-	uids map[types.UID]bool
-	at   time.Time
-	// object is the UID of the object they were written on.
-	object types.UID
 }
 
 // scope is the caches of one namespace (or of all).

@@ -31,7 +31,7 @@ import (
 
 const ns = "shop"
 
-var optIn = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+var optIn = map[string]string{plugin.OptInLabel: "true"}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -441,7 +441,7 @@ func TestAuditGauges(t *testing.T) {
 	r1 := rs("web-1", "Rollout", s)
 	h := start(t, Config{DryRun: true}, []*appsv1.ReplicaSet{r1},
 		meta("ConfigMap", "owned", optIn, ownerOf(r1)), meta("ConfigMap", "unowned", optIn))
-	unowned, lost := h.ctl.Audit()
+	unowned, lost := h.ctl.gaps()
 	if unowned[ns] != 1 || lost[ns] != 1 {
 		t.Errorf("unowned %v lost %v, want 1 and 1", unowned, lost)
 	}
@@ -458,7 +458,7 @@ func TestGaugesSkipDeadWorkloads(t *testing.T) {
 	orphan := rs("old-1", "Rollout", spec([]string{"gone-cfg", "unowned"}, nil))
 	orphan.OwnerReferences[0].Name, orphan.OwnerReferences[0].UID = "old", "uid-old-rollout"
 	h := start(t, Config{DryRun: true}, []*appsv1.ReplicaSet{orphan}, meta("ConfigMap", "unowned", optIn))
-	if unowned, lost := h.ctl.Audit(); unowned[ns] != 0 || lost[ns] != 0 {
+	if unowned, lost := h.ctl.gaps(); unowned[ns] != 0 || lost[ns] != 0 {
 		t.Errorf("unowned %v lost %v, want 0 and 0 for a dead workload's ReplicaSet", unowned, lost)
 	}
 }
@@ -545,7 +545,7 @@ func TestClassify(t *testing.T) {
 	} {
 		method, p, _ := strings.Cut(path, " ")
 		req, _ := httpRequest(method, p)
-		v, r := classify(req)
+		v, r := verbAndResource(req)
 		if v+" "+r != want {
 			t.Errorf("%s: %s %s, want %s", path, v, r, want)
 		}

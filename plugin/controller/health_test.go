@@ -200,7 +200,7 @@ func TestUnsyncedNamespaceDoesNotStopOthers(t *testing.T) {
 	if got := h.reconciles(); got != before {
 		t.Errorf("an object of an unsynced namespace was reconciled (%v reconciles)", got-before)
 	}
-	if u, l := h.ctl.Audit(); u["partial"] != 0 || l["partial"] != 0 {
+	if u, l := h.ctl.gaps(); u["partial"] != 0 || l["partial"] != 0 {
 		t.Errorf("the gauges count an unsynced namespace: unowned %v lost %v", u, l)
 	}
 	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})
@@ -308,7 +308,7 @@ func (p *panicOnce) Eventf(obj runtime.Object, eventtype, reason, format string,
 }
 
 // A panic in a reconcile (here in the Warning Event of a forbidden patch; a panic of the
-// patch itself is already recovered by the core, plugin.Attacher.safePatch) is logged with the
+// patch itself is already recovered by the core, plugin.Attacher.write) is logged with the
 // key, counted as reason "panic", retried with backoff, and the (only) worker keeps working.
 func TestReconcilePanicRecovered(t *testing.T) {
 	fr := record.NewFakeRecorder(100)

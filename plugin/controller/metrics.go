@@ -144,7 +144,7 @@ func (m *Metrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 func (m *Metrics) CountRequests(cfg *rest.Config) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			verb, res := classify(req)
+			verb, res := verbAndResource(req)
 			m.Requests.WithLabelValues(verb, res).Inc()
 			return rt.RoundTrip(req)
 		})
@@ -155,10 +155,10 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// classify derives the Kubernetes verb and resource of a request from its method and path
+// verbAndResource derives the Kubernetes verb and resource of a request from its method and path
 // (/api/v1/namespaces/ns/configmaps/name → patch, configmaps). Paths outside the resource
 // API (discovery, /version) keep their method and the resource "other".
-func classify(req *http.Request) (verb, resource string) {
+func verbAndResource(req *http.Request) (verb, resource string) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	var rest []string
 	switch {

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -72,9 +73,9 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		c.reacted(k, false)
 		return "noop", nil
 	}
-	var missing []*appsv1.ReplicaSet
+	var missing []plugin.Owner
 	for _, w := range res.Plan.Writes {
-		missing = append(missing, w.ReplicaSets...)
+		missing = append(missing, w.Owners...)
 	}
 	log = log.WithField("replicasets", names(missing))
 	switch {
@@ -99,7 +100,7 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		c.reacted(k, true)
 		return "dry_run", nil
 	}
-	added := res.Added[0].ReplicaSets
+	added := res.Added[0].Owners
 	c.markPending(k, m.UID, added)
 	c.m.OwnerReferencesAdded.WithLabelValues(string(k.Kind)).Add(float64(len(added)))
 	c.reacted(k, true)
@@ -128,12 +129,12 @@ func (c *Controller) blocked(k Key, b plugin.Blocked) {
 			continue
 		}
 		done[ref.UID] = true
-		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: rs.Namespace, UID: ref.UID},
+		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: k.Namespace, UID: ref.UID},
 			corev1.EventTypeWarning, "OwnerReferenceBlocked", "%s", b.Message())
 	}
 }
 
-func names(rss []*appsv1.ReplicaSet) []string {
+func names(rss []plugin.Owner) []string {
 	out := make([]string, len(rss))
 	for i, rs := range rss {
 		out[i] = rs.Name
@@ -177,23 +178,96 @@ func reason(err error) string {
 }
 
 // warn records a Warning Event on each workload whose ReplicaSet could not become an owner.
-func (c *Controller) warn(k Key, rss []*appsv1.ReplicaSet, err error) {
+func (c *Controller) warn(k Key, rss []plugin.Owner, err error) {
 	done := map[types.UID]bool{}
 	for _, rs := range rss {
-		ref := c.workloadOf(rs.OwnerReferences)
+		if rs.Controller == nil {
+			continue
+		}
+		ref := c.workloadOf([]metav1.OwnerReference{*rs.Controller})
 		if ref == nil || done[ref.UID] {
 			continue
 		}
 		done[ref.UID] = true
-		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: rs.Namespace, UID: ref.UID},
-			corev1.EventTypeWarning, "OwnerReferenceFailed", "cannot make ReplicaSet %s an owner of %s: %s (see %s)", rs.Name, k.object(), apiMessage(err), RBACHint)
+		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: k.Namespace, UID: ref.UID},
+			corev1.EventTypeWarning, "OwnerReferenceFailed", "cannot make ReplicaSet %s an owner of %s: %s (see %s)", rs.Name, k.object(), plugin.APIMessage(err), RBACHint)
 	}
 }
 
-func apiMessage(err error) string {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		return st.Status().Message
+// The reconcile's own memory: the owner references it wrote that the cache does not show
+// yet, and when an add event made an object due (for the reaction time).
+
+type pendingOwners struct {
+	uids map[types.UID]bool
+	at   time.Time
+	// object is the UID of the object they were written on.
+	object types.UID
+}
+
+// settle drops the pending references the cache now shows.
+func (c *Controller) settle(k Key, owners []types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return
 	}
-	return err.Error()
+	for _, uid := range owners {
+		delete(p.uids, uid)
+	}
+	if len(p.uids) == 0 {
+		delete(c.pending, k)
+	}
+}
+
+// ownersWithPending is the object's owner list plus the references we wrote that the cache
+// does not show yet (expired after pendingTTL, so a reference someone removed is re-added;
+// dropped when the name now belongs to another object).
+func (c *Controller) ownersWithPending(k Key, m *cachedObject) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(m.Owners))
+	for _, uid := range m.Owners {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[k]
+	if !ok {
+		return out
+	}
+	if time.Since(p.at) > pendingTTL || p.object != m.UID {
+		delete(c.pending, k)
+		return out
+	}
+	for uid := range p.uids {
+		out = append(out, metav1.OwnerReference{UID: uid})
+	}
+	return out
+}
+
+func (c *Controller) markPending(k Key, object types.UID, rss []plugin.Owner) {
+	c.mu.Lock()
+	p, ok := c.pending[k]
+	if !ok || p.object != object {
+		p = pendingOwners{uids: map[types.UID]bool{}, object: object}
+	}
+	p.at = time.Now()
+	for _, rs := range rss {
+		p.uids[rs.UID] = true
+	}
+	c.pending[k] = p
+	c.mu.Unlock()
+	// Look again once the pending references expire: if the cache never showed them (someone
+	// stripped the owner list meanwhile), the object must not wait for the next resync.
+	c.queue.AddAfter(k, pendingTTL+time.Second)
+}
+
+// reacted observes the reaction time of k's add event, if one is due.
+func (c *Controller) reacted(k Key, observe bool) {
+	c.mu.Lock()
+	t, ok := c.seen[k]
+	delete(c.seen, k)
+	c.mu.Unlock()
+	if ok && observe {
+		c.m.Reaction.Observe(time.Since(t).Seconds())
+	}
 }

@@ -259,7 +259,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 
 // UpdateGauges recomputes the unowned and lost gauges from the caches (no request).
 func (c *Controller) UpdateGauges() {
-	unowned, lost := c.Audit()
+	unowned, lost := c.gaps()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for ns := range unowned {
@@ -274,11 +274,11 @@ func (c *Controller) UpdateGauges() {
 	}
 }
 
-// Audit counts, per namespace, the unowned objects (opted in, referenced by a live watched
+// gaps counts, per namespace, the unowned objects (opted in, referenced by a live watched
 // ReplicaSet, owned by no ReplicaSet) and the lost references (a live watched ReplicaSet
 // requires an object that does not exist), with plugin.Gaps: the figures of audit's summary.
 // Scopes whose caches have not synced are not counted.
-func (c *Controller) Audit() (unowned, lost map[string]int) {
+func (c *Controller) gaps() (unowned, lost map[string]int) {
 	unowned, lost = map[string]int{}, map[string]int{}
 	for _, sc := range c.scopes {
 		if !scopeSynced(sc) {

@@ -222,7 +222,7 @@ func (v view) UsersOf(o plugin.Object) plugin.Users {
 	}
 	sortCached(crs)
 	for _, rs := range crs {
-		u.ReplicaSets = append(u.ReplicaSets, plugin.ReplicaSetUser{ReplicaSet: rs.replicaSet(), Controller: v.c.controllerState(sc, rs), CredentialOnly: rs.credentialOnly(o)})
+		u.ReplicaSets = append(u.ReplicaSets, plugin.ReplicaSetUser{ReplicaSet: rs.owner(), Controller: v.c.controllerState(sc, rs), CredentialOnly: rs.credentialOnly(o)})
 	}
 	for _, inf := range sc.templates {
 		items, _ := inf.GetIndexer().ByIndex(byRef, k)

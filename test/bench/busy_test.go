@@ -42,11 +42,11 @@ const busyReplicaSets = busyDeployments * busyRevisions
 // checked after), timed from the caller, the variants interleaved step by step as in
 // latencyLeaf: floor (the patches alone), floor+users (the step's reads of the namespace's
 // users, concurrently as the step sends them, then the patches: floorUsers), inprocess
-// (plugin.Step as cmd.StepPlugin builds it) and plugin-rpc (the built binary through go-plugin,
+// (step.Step as cmd.StepPlugin builds it) and plugin-rpc (the built binary through go-plugin,
 // default client limits, never throttled while timed).
 //
 // Each leaf also reports, untimed: the API requests of one step (test/support/cluster's counting
-// transport around an in-process plugin.Step with its Event, and around floor+users), the
+// transport around an in-process step.Step with its Event, and around floor+users), the
 // heap allocations per step in the benchmark process of floor+users and inprocess
 // (runtime.MemStats around each step: client-go decoding the 200 ReplicaSets, and for
 // inprocess the plugin's own work on them), and the plugin process's VmRSS and VmHWM after

@@ -40,7 +40,7 @@ func concurrencyRollouts() int {
 //
 // rpc-default-args: the built binary as the controller starts it with only --kubeconfig
 // (--qps 50, --burst 200), starting with a full token bucket. rpc-qps1000: the same with
-// --qps 1000 --burst 2000. inprocess: one plugin.Step shared by the 10 goroutines (the variant
+// --qps 1000 --burst 2000. inprocess: one step.Step shared by the 10 goroutines (the variant
 // `make bench` also runs under -race). floor-*: the same requests per step sent raw with
 // client-go (the reads of the namespace's users as floorUsers sends them, the patches 8 at a
 // time, one Event), with the lists consistent (resourceVersion "", as the plugin lists) or

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
+
 	"k8s.io/client-go/metadata"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -478,9 +480,9 @@ func discardLogger() *logrus.Logger {
 	return l
 }
 
-// inProcessStep is plugin.Step built as cmd.StepPlugin builds it (info logging, events on the
+// inProcessStep is step.Step built as cmd.StepPlugin builds it (info logging, events on the
 // Rollout), on cfg, without the process boundary. events=false leaves the events out.
-func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
+func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *step.Step {
 	cs := clientset(b, cfg)
 	cl, err := plugin.ClientsForConfig(cfg)
 	if err != nil {
@@ -489,7 +491,7 @@ func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *plugin.Step {
 	cl.Kube = cs
 	client := func() (plugin.Clients, error) { return cl, nil }
 	log := discardLogger().WithField("plugin", "configmap-attacher")
-	s := &plugin.Step{Client: client, Log: log, Concurrency: 8}
+	s := &step.Step{Client: client, Log: log, Concurrency: 8}
 	if events {
 		// As cmd.StepPlugin builds it: the Event is queued and sent in the background.
 		s.Events = plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: log}, 64, log)

@@ -33,8 +33,8 @@ const (
 	vFloorList   = "floor+list"         // + one list of the Rollout's ReplicaSets by selector, consistent (the step's only read before every user counted)
 	vFloorCached = "floor+cachedlist"   // + the list served from the watch cache as is (resourceVersion "0")
 	vFloorUsers  = "floor+users"        // the step's reads of the namespace's users (floorUsers), then the patches
-	vInProcNoEv  = "inprocess-noevents" // plugin.Step in the test process, no Event
-	vInProc      = "inprocess"          // plugin.Step in the test process, as cmd.StepPlugin builds it
+	vInProcNoEv  = "inprocess-noevents" // step.Step in the test process, no Event
+	vInProc      = "inprocess"          // step.Step in the test process, as cmd.StepPlugin builds it
 	vPluginRPC   = "plugin-rpc"         // the built binary through go-plugin, as the controller calls it
 	modeFresh    = "fresh"
 	modeIdempot  = "idempotent"

@@ -239,7 +239,7 @@ func renderReport(r, race *results, doc, chart string) string {
 			f1(r.metric("Concurrent/callers=10/rpc-default-args", "p50-ms")), f1(r.metric("Concurrent/callers=10/rpc-default-args", "p99-ms")), f1(sum(r.metricValues("Concurrent/callers=10/rpc-default-args", "errors"))))},
 		{"the same with `--qps 1000 --burst 2000`", fmt.Sprintf("%s steps/s, p50 %s ms, p99 %s ms, %s errors", f1(r.metric("Concurrent/callers=10/rpc-qps1000", "steps/s")),
 			f1(r.metric("Concurrent/callers=10/rpc-qps1000", "p50-ms")), f1(r.metric("Concurrent/callers=10/rpc-qps1000", "p99-ms")), f1(sum(r.metricValues("Concurrent/callers=10/rpc-qps1000", "errors"))))},
-		{"the same under `-race` (in-process plugin.Step)", raceVerdict(race)},
+		{"the same under `-race` (in-process step.Step)", raceVerdict(race)},
 		{"command line, 10 objects, process start included (p50)", f1(r.pooled("CommandLine/objects=10/fresh/binary").P50) + " ms"},
 	})
 
@@ -402,7 +402,7 @@ func renderLatency(w *mdWriter, r *results, sizes []int, chart, doc string) {
 	w.p("")
 	w.p("One step, timed from the caller, warm (the plugin process is up, its client built and connected; every path ran once before timing). `plugin-rpc` is the **built binary** started exactly as the Argo Rollouts controller starts it (`goplugin.NewClient` with the controller's handshake, plugin key `RpcStepPlugin`, `exec.Command(path, \"--kubeconfig\", …)`, `Managed: true`), called through the dispensed `RpcStepPlugin` client with the Rollout object and step context, as the controller calls it. The plugin keeps its default client limits (`--qps 50 --burst 200`): before each timed step the benchmark waits, untimed, until the plugin's token bucket (mirrored in the benchmark) holds the step's requests, as it does for a step that comes minutes after the last; it never throttles a timed step.")
 	w.p("")
-	w.p("The **floor** is the same strategic-merge patches (same bodies, same objects, through the metadata client as the plugin sends them: only metadata comes back) sent directly with client-go from the benchmark process, unthrottled (QPS -1), 8 at a time, as the same ServiceAccount. **`floor+users`** sends first the reads the step makes before any write, straight through client-go as the same ServiceAccount, concurrently as the step does (`plugin/users.go` `ReadUsage`: every user of an object in the namespace counts): every ReplicaSet of the namespace (typed, consistent), then, metadata only, each controller kind (Deployment, Rollout, Experiment) that controls a ReplicaSet other than the step's own Rollout's; beside it every StatefulSet, DaemonSet, Job and CronJob and the Pods' metadata; then the patches. It is the floor of the step's required requests, and the 1.3× goal is against it. Between them, to locate the overhead: `floor+list` adds only the one list of the Rollout's ReplicaSets by its selector that the step made before every user counted (consistent read, `resourceVersion` \"\"); `floor+cachedlist` that list with `resourceVersion` \"0\" (served by the watch cache without waiting); `inprocess-noevents` is `plugin.Step` called in the benchmark process without Events; `inprocess` is `plugin.Step` built as `cmd.StepPlugin` builds it (info logging, an Event on the Rollout per successful step, queued and sent in the background), unthrottled; `plugin-rpc` adds the process boundary (go-plugin net/rpc over yamux on a unix socket, gob encoding of the Rollout and result, the plugin's own client-go in another process). Each object is a ConfigMap or Secret with 1 KiB of data (1 object: 1 ConfigMap; 10: 8 ConfigMaps + 2 Secrets; 100: 80 + 20).")
+	w.p("The **floor** is the same strategic-merge patches (same bodies, same objects, through the metadata client as the plugin sends them: only metadata comes back) sent directly with client-go from the benchmark process, unthrottled (QPS -1), 8 at a time, as the same ServiceAccount. **`floor+users`** sends first the reads the step makes before any write, straight through client-go as the same ServiceAccount, concurrently as the step does (`plugin/users.go` `ReadUsage`: every user of an object in the namespace counts): every ReplicaSet of the namespace (typed, consistent), then, metadata only, each controller kind (Deployment, Rollout, Experiment) that controls a ReplicaSet other than the step's own Rollout's; beside it every StatefulSet, DaemonSet, Job and CronJob and the Pods' metadata; then the patches. It is the floor of the step's required requests, and the 1.3× goal is against it. Between them, to locate the overhead: `floor+list` adds only the one list of the Rollout's ReplicaSets by its selector that the step made before every user counted (consistent read, `resourceVersion` \"\"); `floor+cachedlist` that list with `resourceVersion` \"0\" (served by the watch cache without waiting); `inprocess-noevents` is `step.Step` called in the benchmark process without Events; `inprocess` is `step.Step` built as `cmd.StepPlugin` builds it (info logging, an Event on the Rollout per successful step, queued and sent in the background), unthrottled; `plugin-rpc` adds the process boundary (go-plugin net/rpc over yamux on a unix socket, gob encoding of the Rollout and result, the plugin's own client-go in another process). Each object is a ConfigMap or Secret with 1 KiB of data (1 object: 1 ConfigMap; 10: 8 ConfigMaps + 2 Secrets; 100: 80 + 20).")
 	w.p("")
 	w.p("**fresh**: before each timed step every object's `ownerReferences` are cleared (untimed, as admin, a JSON merge patch), so every patch really adds the reference; after each step one list per kind checks that each object has exactly the ReplicaSet as owner (untimed). **idempotent**: the references are in place, every patch changes nothing (the apiserver writes nothing, the resourceVersion stays). Before each timed step there is an untimed pause of 110 ms + 0.5 ms per object (see *What the figures mean* for why it is above 100 ms). Within a leaf (object count × mode) the seven variants are **interleaved step by step**, in an order that rotates every round, so all of them see the same background load.")
 	w.p("")
@@ -482,7 +482,7 @@ func renderBusy(w *mdWriter, r *results, sizes []int) {
 		name := busyLeaf(n)
 		rows = append(rows, []string{fmt.Sprint(n), f1(r.metric(name, "requests/op")), requestBreakdown(r, name), f1(r.metric(name, "floor-users-requests/op")), floorRequestBreakdown(r, name)})
 	}
-	w.p("**API requests per step** (counted once per leaf and invocation with `test/support/cluster`'s counting transport, untimed: around an in-process `plugin.Step` with its Event, and around `floor+users`):")
+	w.p("**API requests per step** (counted once per leaf and invocation with `test/support/cluster`'s counting transport, untimed: around an in-process `step.Step` with its Event, and around `floor+users`):")
 	w.p("")
 	w.table([]string{"objects", "plugin", "breakdown", "floor+users", "breakdown"}, rows)
 	rows = nil
@@ -511,7 +511,7 @@ func floorRequestBreakdown(r *results, name string) string {
 func renderRequests(w *mdWriter, r *results, sizes []int) {
 	w.p("## 2. API requests per step")
 	w.p("")
-	w.p("Counted with `test/support/cluster`'s counting transport (`cluster.NewCounter().Wrap`) around an in-process `plugin.Step` built exactly as `cmd.StepPlugin` builds it (same code path, Events included), on the plugin's ServiceAccount: the child process's own requests cannot be wrapped, and no proxy was put in front of the apiserver. Counts do not depend on the client-side limits. Each case ran %d steps per invocation and every step made the same requests.", requestSteps)
+	w.p("Counted with `test/support/cluster`'s counting transport (`cluster.NewCounter().Wrap`) around an in-process `step.Step` built exactly as `cmd.StepPlugin` builds it (same code path, Events included), on the plugin's ServiceAccount: the child process's own requests cannot be wrapped, and no proxy was put in front of the apiserver. Counts do not depend on the client-side limits. Each case ran %d steps per invocation and every step made the same requests.", requestSteps)
 	w.p("")
 	var rows [][]string
 	for _, n := range sizes {
@@ -595,7 +595,7 @@ func renderConcurrency(w *mdWriter, r *results, race *results) {
 		for _, l := range []struct{ name, what string }{
 			{"rpc-default-args", "built binary via RPC, default args (`--qps 50 --burst 200`), full bucket at start"},
 			{"rpc-qps1000", "built binary via RPC, `--qps 1000 --burst 2000`"},
-			{"inprocess", "plugin.Step in-process, unthrottled"},
+			{"inprocess", "step.Step in-process, unthrottled"},
 			{"floor-consistentlist", "raw client-go, same requests: the users' reads (consistent, as the plugin) + patches + Event"},
 			{"floor-cachedlist", "raw client-go: the users' reads with `resourceVersion` \"0\" + patches + Event"},
 		} {
@@ -723,7 +723,7 @@ func writeChart(r *results, path string) error {
 		dash           bool
 	}{
 		{modeFresh, vPluginRPC, "plugin via RPC (built binary), attaching", color.RGBA{R: 200, G: 40, B: 40, A: 255}, false},
-		{modeFresh, vInProc, "plugin.Step in-process, attaching", color.RGBA{R: 230, G: 140, B: 20, A: 255}, false},
+		{modeFresh, vInProc, "step.Step in-process, attaching", color.RGBA{R: 230, G: 140, B: 20, A: 255}, false},
 		{modeFresh, vFloorUsers, "floor + the users' reads (the goal's reference), attaching", color.RGBA{R: 40, G: 150, B: 60, A: 255}, false},
 		{modeFresh, vFloorList, "floor + the Rollout's list only (before every user counted)", color.RGBA{R: 90, G: 90, B: 90, A: 255}, false},
 		{modeFresh, vFloor, "floor: patches only (client-go, 8 at a time), attaching", color.RGBA{R: 30, G: 90, B: 200, A: 255}, false},

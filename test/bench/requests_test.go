@@ -22,7 +22,7 @@ import (
 const requestSteps = 3
 
 // BenchmarkAPIRequests counts the API requests of one step with test/support/cluster's counting
-// transport around an in-process plugin.Step built as cmd.StepPlugin builds it (events on the
+// transport around an in-process step.Step built as cmd.StepPlugin builds it (events on the
 // Rollout included), on the plugin's identity. The child process's requests cannot be
 // wrapped; the code path is the same. Counts do not depend on client-side limits.
 //
@@ -142,7 +142,7 @@ func (e *env) discoverFixture(b *testing.B) *discoverFixture {
 		b.Fatal(err)
 	}
 	d := &discoverFixture{rss: map[string]string{}}
-	opted := map[string]string{plugin.DefaultDiscoverLabel: "true", setLabel: "disc"}
+	opted := map[string]string{plugin.OptInLabel: "true", setLabel: "disc"}
 	var last *appsv1.ReplicaSet
 	for i := 1; i <= 10; i++ {
 		cm, sec := fmt.Sprintf("disc-cfg-%d", i), fmt.Sprintf("disc-sec-%d", i)

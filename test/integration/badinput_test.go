@@ -49,7 +49,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	// once: let it settle so the snapshot only sees our writes.
 	e.waitObserved(rs)
 	before := e.snapshot()
-	s := step(cfg)
+	s := newStep(cfg)
 
 	long := strings.Repeat("a", 254)
 	steps := []struct{ name, config, want string }{

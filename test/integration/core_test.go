@@ -40,7 +40,7 @@ func TestLegacyEntryUntouched(t *testing.T) {
 	yes := true
 	legacy := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes, BlockOwnerDeletion: &yes}
 	before := e.configMap("cfg", legacy)
-	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}}))
 	after, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(t), "cfg", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestStaleListAgainstAPIServer(t *testing.T) {
 	e.configMap("cfg-old")
 	e.configMap("cfg-new")
 	_, rv, _ := e.ownerUIDs("cm", "cfg-old")
-	res := run(t, step(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
+	res := run(t, newStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the list is stale") || !strings.Contains(res.Message, "ConfigMap cfg-old (used by web-old111)") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
@@ -89,7 +89,7 @@ func TestNoOwnerBeingDeleted(t *testing.T) {
 	e.deleteRS(old)
 	cur := e.replicaSet(ro, "cur222", podSpec([]string{"shared"}, nil))
 	e.configMap("shared") // labelled while the old ReplicaSet is being deleted
-	mustSucceed(t, run(t, step(cfg), ro, "cur222", map[string]any{"configMaps": []string{"shared"}, "discover": map[string]any{}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"shared"}, "discover": map[string]any{}}))
 	uids, _, _ := e.ownerUIDs("cm", "shared")
 	if len(uids) != 1 || !uids[string(cur.UID)] {
 		t.Fatalf("owners %v, want only the live ReplicaSet %s", uids, cur.UID)
@@ -115,7 +115,7 @@ func TestCredentialsNotAttached(t *testing.T) {
 	e.configMap("cfg")
 	e.secret("regcred")
 	e.secret("csi-cred")
-	res := run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"regcred", "csi-cred"}})
+	res := run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"regcred", "csi-cred"}})
 	mustSucceed(t, res)
 	if !strings.Contains(res.Message, "skipped Secret regcred") || !strings.Contains(res.Message, "skipped Secret csi-cred") || !strings.Contains(res.Message, "credential") {
 		t.Errorf("message %q", res.Message)
@@ -168,7 +168,7 @@ func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
 	config := map[string]any{"configMaps": []string{"precious", "precious-2"}}
 
 	// With the policy: Failed, the label named, nothing written.
-	guarded := step(cfg)
+	guarded := newStep(cfg)
 	guarded.Policy = plugin.Policy{RequireOptIn: true}
 	res := run(t, guarded, ro, rs.Labels[plugin.PodTemplateHashLabel], config)
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "--require-opt-in") || !strings.Contains(res.Message, "configmap-attacher/revisioned=true") {
@@ -181,7 +181,7 @@ func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
 	}
 	// Without it (the planted check that the threat is real): attached, then collected with
 	// the ReplicaSet, although the editor could not delete it.
-	mustSucceed(t, run(t, step(cfg), ro, rs.Labels[plugin.PodTemplateHashLabel], map[string]any{"configMaps": []string{"precious"}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, rs.Labels[plugin.PodTemplateHashLabel], map[string]any{"configMaps": []string{"precious"}}))
 	e.deleteRS(rs)
 	e.waitGone("cm", "precious")
 	e.stillThere("cm", "precious-2", 0)
@@ -211,12 +211,12 @@ func TestMetadataOnlyRequests(t *testing.T) {
 	e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
 	e.configMap("cfg")
 	s := e.secret("sec")
-	s.Labels = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+	s.Labels = map[string]string{plugin.OptInLabel: "true"}
 	if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "dryRun": true, "discover": map[string]any{}}))
-	mustSucceed(t, run(t, step(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "dryRun": true, "discover": map[string]any{}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}}))
 	var kinds []string
 	for k, accepts := range seen {
 		kinds = append(kinds, k)

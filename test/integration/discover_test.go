@@ -29,14 +29,14 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 		cm, sec := fmt.Sprintf("cfg-%d", i), fmt.Sprintf("sec-%d", i)
 		e.configMap(cm) // opted in (label configmap-attacher/revisioned=true)
 		s := e.secret(sec)
-		s.Labels = map[string]string{plugin.DefaultDiscoverLabel: "true"}
+		s.Labels = map[string]string{plugin.OptInLabel: "true"}
 		if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		e.replicaSet(ro, fmt.Sprintf("rev%d", i), podSpec([]string{cm, "static"}, []string{sec}))
 	}
 	counter := cluster.NewCounter()
-	s := step(counter.Wrap(cfg))
+	s := newStep(counter.Wrap(cfg))
 	res := run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
 	mustSucceed(t, res)
 	t.Logf("discover, 10 ReplicaSets, first run: %s (%d requests)", counter, counter.Total())
@@ -86,7 +86,7 @@ func TestDryRunAgainstAPIServer(t *testing.T) {
 	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
 	e.configMap("cfg")
 	_, rv, _ := e.ownerUIDs("cm", "cfg")
-	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
+	res := run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add ConfigMap cfg ← web-aaa111") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
@@ -105,7 +105,7 @@ func TestEventsOnRollout(t *testing.T) {
 	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
 	e.configMap("cfg")
 	e.configMap("unrelated")
-	s := step(cfg)
+	s := newStep(cfg)
 	s.Events = &plugin.APIEvents{Client: s.Client}
 	ok := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
 	bad := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})

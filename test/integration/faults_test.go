@@ -117,7 +117,7 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	s := step(faulty)
+	s := newStep(faulty)
 	s.Concurrency = 2 // slow enough that the stop lands mid-step
 	call := func() (types.RpcStepResult, types.RpcError) {
 		return s.Run(cluster.AsController(w.ro, w.rs), stepCtxFor(t, map[string]any{"configMaps": w.names}))
@@ -169,7 +169,7 @@ func TestThrottledAPIServer(t *testing.T) {
 			return resp, err
 		})
 	})
-	s := step(counted)
+	s := newStep(counted)
 	s.Concurrency = 16
 	// Other clients load the apiserver at the same time, as other controllers would.
 	stop := make(chan struct{})
@@ -227,7 +227,7 @@ func TestConflictWithGarbageCollector(t *testing.T) {
 	// Delete "gone" and run the step at the same time.
 	done := make(chan types.RpcStepResult)
 	go func() {
-		done <- run(t, step(cfg), ro, "cur000", map[string]any{"configMaps": names})
+		done <- run(t, newStep(cfg), ro, "cur000", map[string]any{"configMaps": names})
 	}()
 	e.deleteRS(gone)
 	mustSucceed(t, <-done)

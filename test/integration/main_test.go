@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/step"
+
 	rolloutshash "github.com/argoproj/argo-rollouts/utils/hash"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -157,14 +159,14 @@ func quietLog() *logrus.Logger {
 	return l
 }
 
-// step returns the step as the plugin process runs it, on the given client config.
-func step(cfg *rest.Config) *plugin.Step {
+// newStep returns the step as the plugin process runs it, on the given client config.
+func newStep(cfg *rest.Config) *step.Step {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = plugin.DefaultQPS, plugin.DefaultBurst
-	return &plugin.Step{Log: quietLog(), Client: func() (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) }}
+	return &step.Step{Log: quietLog(), Client: func() (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) }}
 }
 
-func run(t *testing.T, s *plugin.Step, ro *v1alpha1.Rollout, hash string, config any) types.RpcStepResult {
+func run(t *testing.T, s *step.Step, ro *v1alpha1.Rollout, hash string, config any) types.RpcStepResult {
 	t.Helper()
 	raw, err := json.Marshal(config)
 	if err != nil {

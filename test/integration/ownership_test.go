@@ -61,7 +61,7 @@ func TestAttachThenDeleteReplicaSetCollects(t *testing.T) {
 	e.configMap("web-config-1")
 	e.secret("web-secret-1")
 
-	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"web-config-1"}, "secrets": []string{"web-secret-1"}})
+	res := run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"web-config-1"}, "secrets": []string{"web-secret-1"}})
 	mustSucceed(t, res)
 	for _, k := range []string{"cm", "secret"} {
 		name := map[string]string{"cm": "web-config-1", "secret": "web-secret-1"}[k]
@@ -88,7 +88,7 @@ func TestTwoOwners(t *testing.T) {
 	for _, n := range []string{"shared", "cfg-1", "cfg-2"} {
 		e.configMap(n)
 	}
-	s := step(cfg)
+	s := newStep(cfg)
 	mustSucceed(t, run(t, s, ro, "rev1", map[string]any{"configMaps": []string{"shared", "cfg-1"}}))
 	mustSucceed(t, run(t, s, ro, "rev2", map[string]any{"configMaps": []string{"shared", "cfg-2"}}))
 	uids, _, _ := e.ownerUIDs("cm", "shared")
@@ -113,7 +113,7 @@ func TestOtherOwnerKept(t *testing.T) {
 	rs := e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
 	keeper := e.configMap("keeper")
 	e.configMap("cfg", metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: keeper.Name, UID: keeper.UID})
-	mustSucceed(t, run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
 	uids, _, _ := e.ownerUIDs("cm", "cfg")
 	if !uids[string(keeper.UID)] || !uids[string(rs.UID)] || len(uids) != 2 {
 		t.Fatalf("owners %v, want the keeper and the ReplicaSet", uids)
@@ -140,7 +140,7 @@ func TestExampleRBAC(t *testing.T) {
 	// The controller's own role only: no patch.
 	bare := controllerIdentity(t, c, e.ns)
 	_, rvBefore, _ := e.ownerUIDs("cm", "cfg")
-	res := run(t, step(bare), ro, "aaa111", config)
+	res := run(t, newStep(bare), ro, "aaa111", config)
 	if res.Phase != types.PhaseFailed {
 		t.Fatalf("phase %s: %s", res.Phase, res.Message)
 	}
@@ -157,7 +157,7 @@ func TestExampleRBAC(t *testing.T) {
 	// Now add examples/rbac-step-plugin.yaml.
 	c.ApplyYAMLFile(t, nil, repoFile("examples", "rbac-step-plugin.yaml"), e.ns)
 	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":argo-rollouts", e.ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}}})
-	mustSucceed(t, run(t, step(bare), ro, "aaa111", config))
+	mustSucceed(t, run(t, newStep(bare), ro, "aaa111", config))
 }
 
 // 5. With OwnerReferencesPermissionEnforcement, the RBAC for such clusters works and the plain
@@ -172,7 +172,7 @@ func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
 	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
 	e.configMap("cfg")
 	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	res := run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
+	res := run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
 	if res.Phase != types.PhaseFailed {
 		t.Fatalf("phase %s: %s", res.Phase, res.Message)
 	}
@@ -186,7 +186,7 @@ func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
 	}
 	c.ApplyYAMLFile(t, nil, repoFile("examples", "rbac-ownerreferences-enforcement.yaml"), e.ns)
 	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":argo-rollouts", e.ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}}})
-	mustSucceed(t, run(t, step(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}}))
 }
 
 // 6. Request counts: a step with N listed objects makes six lists (its namespace's users:
@@ -209,7 +209,7 @@ func TestRequestCounts(t *testing.T) {
 	e.replicaSet(ro, "old", podSpec([]string{"cfg-a"}, nil))
 	e.replicaSet(ro, "new", podSpec(cms, secs))
 	counter := cluster.NewCounter()
-	s := step(counter.Wrap(cfg))
+	s := newStep(counter.Wrap(cfg))
 	config := map[string]any{"configMaps": cms, "secrets": secs}
 	mustSucceed(t, run(t, s, ro, "new", config))
 	if got := counter.Count("list", "replicasets"); got != 1 {

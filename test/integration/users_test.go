@@ -258,7 +258,7 @@ func (e *env) candidate(name string) plugin.Candidate {
 
 func writesName(ws []plugin.Write, uid k8stypes.UID) bool {
 	for _, w := range ws {
-		for _, rs := range w.ReplicaSets {
+		for _, rs := range w.Owners {
 			if rs.UID == uid {
 				return true
 			}
@@ -390,7 +390,7 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 	oldRO := e.rollout("web")
 	oldRS := e.replicaSet(oldRO, "old111", spec)
 	e.configMap("web-config")
-	mustSucceed(t, run(t, step(cfg), oldRO, "old111", map[string]any{"configMaps": []string{"web-config"}}))
+	mustSucceed(t, run(t, newStep(cfg), oldRO, "old111", map[string]any{"configMaps": []string{"web-config"}}))
 	e.exactOwners("before the recreation", "cm", "web-config", oldRS.UID)
 	e.waitObserved(oldRS) // the ReplicaSet controller is done with it before the freeze
 
@@ -438,7 +438,7 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 
 	// b) The step of the new Rollout, with the ConfigMap listed.
 	e.clearOwners("cm", "web-config")
-	res2 := run(t, step(cfg), newRO, "new222", map[string]any{"configMaps": []string{"web-config"}})
+	res2 := run(t, newStep(cfg), newRO, "new222", map[string]any{"configMaps": []string{"web-config"}})
 	mustSucceed(t, res2)
 	e.exactOwners("step", "cm", "web-config", newRS.UID)
 
@@ -492,7 +492,7 @@ func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 	hash := roRS.Labels[plugin.PodTemplateHashLabel]
 
 	// The step.
-	mustSucceed(t, run(t, step(cfg), ro, hash, map[string]any{"configMaps": []string{"shared-cfg"}}))
+	mustSucceed(t, run(t, newStep(cfg), ro, hash, map[string]any{"configMaps": []string{"shared-cfg"}}))
 	e.exactOwners("step", "cm", "shared-cfg", roRS.UID, depRS.UID)
 
 	// The Job.
@@ -551,7 +551,7 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 	const blocked = "ConfigMap web-config is also used by StatefulSet cache"
 
 	// The step.
-	res := run(t, step(cfg), ro, hash, map[string]any{"configMaps": []string{"web-config"}})
+	res := run(t, newStep(cfg), ro, hash, map[string]any{"configMaps": []string{"web-config"}})
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, blocked) || !strings.Contains(res.Message, "nothing was written") {
 		t.Errorf("step: %s: %s", res.Phase, res.Message)
 	}
@@ -662,7 +662,7 @@ func TestAuditFixSameRules(t *testing.T) {
 		rs := e.replicaSetOf(ro)
 		for name, lbl := range map[string]map[string]string{
 			"team-only":  {"team": "web"},
-			"team-opted": {"team": "web", plugin.DefaultDiscoverLabel: "true"},
+			"team-opted": {"team": "web", plugin.OptInLabel: "true"},
 		} {
 			if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
 				Data: map[string]string{"k": name}}, metav1.CreateOptions{}); err != nil {

@@ -94,7 +94,7 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 	resolved := ro.DeepCopy()
 	resolved.Spec.Selector = d.Spec.Selector
 	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	mustSucceed(t, run(t, step(cfg), resolved, "wr2222", map[string]any{"configMaps": []string{"cfg-2"}}))
+	mustSucceed(t, run(t, newStep(cfg), resolved, "wr2222", map[string]any{"configMaps": []string{"cfg-2"}}))
 	if uids, _, _ := e.ownerUIDs("cm", "cfg-2"); !uids[string(rs2.UID)] {
 		t.Errorf("cfg-2 owners %v", uids)
 	}

@@ -1,4 +1,4 @@
-package plugin
+package job
 
 import (
 	"bytes"
@@ -16,19 +16,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 // jobOf is the request the Job's flags make for Rollout shop/web (the default opt-in policy).
-func jobOf(configMaps, secrets []string, timeout time.Duration) JobRequest {
-	return JobRequest{Namespace: testNS, Rollout: "web",
-		Config: Config{ConfigMaps: configMaps, Secrets: secrets, Timeout: Duration{timeout}},
-		Policy: Policy{OptIn: labels.SelectorFromSet(labels.Set{DefaultDiscoverLabel: "true"})}}
+func jobOf(configMaps, secrets []string, timeout time.Duration) Request {
+	return Request{Namespace: testNS, Rollout: "web",
+		Config: plugin.Config{ConfigMaps: configMaps, Secrets: secrets, Timeout: plugin.Duration{Duration: timeout}},
+		Policy: plugin.Policy{OptIn: labels.SelectorFromSet(labels.Set{plugin.OptInLabel: "true"})}}
 }
 
 // runJob runs WaitAndAttach as cmd.Job does and returns its message, what it logged and the
 // error.
-func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, req JobRequest) (string, string, error) {
+func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface, req Request) (string, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	l := logrus.New()
@@ -69,10 +70,10 @@ func TestJobWaitsForNewReplicaSet(t *testing.T) {
 	if !strings.Contains(logs, "waiting for the Rollouts controller to observe generation 4") {
 		t.Errorf("log lacks the wait: %s", logs)
 	}
-	if !hasOwner(owners(t, kube, KindConfigMap, "cfg-new"), "uid-cur") || !hasOwner(owners(t, kube, KindSecret, "sec-new"), "uid-cur") {
+	if !hasOwner(owners(t, kube, plugin.KindConfigMap, "cfg-new"), "uid-cur") || !hasOwner(owners(t, kube, plugin.KindSecret, "sec-new"), "uid-cur") {
 		t.Error("not attached to the new ReplicaSet")
 	}
-	if len(owners(t, kube, KindConfigMap, "cfg-old")) != 0 {
+	if len(owners(t, kube, plugin.KindConfigMap, "cfg-old")) != 0 {
 		t.Error("touched an unlisted object")
 	}
 	if strings.Contains(logs+msg, "s3cr3t") || strings.Contains(logs+msg, "color: blue") {
@@ -93,7 +94,7 @@ func TestJobTimesOut(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s: must not wait out the timeout", d)
 	}
-	if len(owners(t, kube, KindConfigMap, "other")) != 0 {
+	if len(owners(t, kube, plugin.KindConfigMap, "other")) != 0 {
 		t.Error("wrote on timeout")
 	}
 	// A missing Rollout is waited for too, and the message says so.
@@ -128,16 +129,16 @@ func TestJobWorkloadRef(t *testing.T) {
 	ro.Status.WorkloadObservedGeneration = "2"
 	_, _ = rc.ArgoprojV1alpha1().Rollouts(testNS).UpdateStatus(t.Context(), ro, metav1.UpdateOptions{})
 	_, logs, err = runJob(t, kube, rc, jobOf([]string{"cfg-new"}, nil, 5*time.Second))
-	if err != nil || !hasOwner(owners(t, kube, KindConfigMap, "cfg-new"), "uid-cur") {
+	if err != nil || !hasOwner(owners(t, kube, plugin.KindConfigMap, "cfg-new"), "uid-cur") {
 		t.Errorf("%v: %s", err, logs)
 	}
 }
 
 func TestJobDiscoverAndDryRun(t *testing.T) {
-	kube := historyWorld()
+	kube := fixtures.History()
 	rc := rolloutsfake.NewSimpleClientset(fixtures.Rollout(curHash))
 	req := jobOf(nil, nil, 5*time.Second)
-	req.Config.Discover, req.Config.DryRun = &Discover{}, true
+	req.Config.Discover, req.Config.DryRun = &plugin.Discover{}, true
 	out, logs, err := runJob(t, kube, rc, req)
 	if err != nil || !strings.Contains(out, "dry run, nothing written") || !strings.Contains(out, "discover would add 6 owner reference(s)") {
 		t.Fatalf("%v: %s %s", err, out, logs)
@@ -150,12 +151,25 @@ func TestJobDiscoverAndDryRun(t *testing.T) {
 	if err != nil || !strings.Contains(out, "discover: added 6 owner reference(s)") {
 		t.Fatalf("%v: %s %s", err, out, logs)
 	}
-	if !hasOwner(owners(t, kube, KindConfigMap, "cfg-1"), "uid-1") {
+	if !hasOwner(owners(t, kube, plugin.KindConfigMap, "cfg-1"), "uid-1") {
 		t.Error("first revision not attached")
 	}
 	// The run recorded a Normal event on the Rollout before returning.
 	evs, _ := kube.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
-	if len(evs.Items) != 1 || evs.Items[0].Reason != ReasonAttached {
+	if len(evs.Items) != 1 || evs.Items[0].Reason != plugin.ReasonAttached {
 		t.Errorf("events %v", evs.Items)
 	}
+}
+
+// Shorthands for the shared fixtures.
+const oldHash, curHash = fixtures.OldHash, fixtures.CurHash
+
+var (
+	world    = fixtures.World
+	hasOwner = fixtures.HasOwner
+	writes   = fixtures.Writes
+)
+
+func owners(t *testing.T, c kubernetes.Interface, kind plugin.Kind, name string) []metav1.OwnerReference {
+	return fixtures.Owners(t, c, kind == plugin.KindSecret, name)
 }

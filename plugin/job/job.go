@@ -1,4 +1,4 @@
-package plugin
+package job
 
 import (
 	"context"
@@ -7,13 +7,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
-	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -23,17 +26,17 @@ const jobRBACHint = "examples/job.yaml"
 // DefaultPollInterval is the Job's pause between checks while it waits.
 const DefaultPollInterval = 2 * time.Second
 
-// JobRequest is one run of the command-line (Job) mode: attach Config's objects to the
+// Request is one run of the command-line (Job) mode: attach Config's objects to the
 // ReplicaSet of the current pod template of Rollout Namespace/Rollout once the Argo Rollouts
 // controller has created it.
-type JobRequest struct {
-	Clients   Clients
+type Request struct {
+	Clients   plugin.Clients
 	Namespace string
 	Rollout   string
 	// Config holds the objects, allowUnreferenced, discover, dryRun and the timeout of the
 	// whole wait (Config.Timeout; DefaultTimeout when zero).
-	Config Config
-	Policy Policy
+	Config plugin.Config
+	Policy plugin.Policy
 	// ExpectTemplateAnnotation, when its Key is set, counts the Rollout as settled only once
 	// its pod template (for workloadRef, the Deployment's) carries that annotation and value.
 	ExpectTemplateAnnotation TemplateAnnotation
@@ -51,42 +54,38 @@ type TemplateAnnotation struct{ Key, Value string }
 // applied, it therefore waits for the new ReplicaSet instead of attaching to the previous one.
 // Unless DryRun, it records an event on the Rollout (Attached or AttachFailed) before it
 // returns. Errors are permanent problems (IsPermanent) or the timeout naming what it waited for.
-func WaitAndAttach(ctx context.Context, r JobRequest) (string, error) {
+func WaitAndAttach(ctx context.Context, r Request) (string, error) {
 	log := r.Log
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
 	cfg := r.Config
 	if cfg.Timeout.Duration <= 0 {
-		cfg.Timeout.Duration = DefaultTimeout
+		cfg.Timeout.Duration = plugin.DefaultTimeout
 	}
 	interval := r.PollInterval
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
 	cl := r.Clients
-	w := &waiter{attacher: &Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: jobRBACHint},
+	w := &waiter{attacher: &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: jobRBACHint},
 		rollouts: cl.Rollouts, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
-		events: &APIEvents{Client: func() (Clients, error) { return cl, nil }, Log: log}}
+		events: &plugin.APIEvents{Client: func() (plugin.Clients, error) { return cl, nil }, Log: log}}
 	return w.run(ctx, interval)
 }
-
-// ValidateNames checks object names given for field (a flag such as -configmaps): each must be
-// an object name in the Rollout's namespace, listed once. It returns every problem.
-func ValidateNames(field string, names []string) []string { return validateNames(field, names) }
 
 // waiter polls until the Rollout's new ReplicaSet is there and uses every listed object,
 // then attaches (WaitAndAttach).
 type waiter struct {
-	attacher *Attacher
+	attacher *plugin.Attacher
 	rollouts rolloutsclient.Interface
-	cfg      Config
-	policy   Policy
+	cfg      plugin.Config
+	policy   plugin.Policy
 	expect   TemplateAnnotation
 	ns, name string
 	log      logrus.FieldLogger
 	reason   string // why we are still waiting, for the timeout message
-	events   EventRecorder
+	events   plugin.EventRecorder
 	rollout  *v1alpha1.Rollout // last seen, for events
 }
 
@@ -100,7 +99,7 @@ func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error
 		case err == nil:
 			msg = m
 			return done, nil
-		case IsPermanent(err):
+		case plugin.IsPermanent(err):
 			return false, err
 		default:
 			w.reason = err.Error()
@@ -108,15 +107,15 @@ func (w *waiter) run(ctx context.Context, interval time.Duration) (string, error
 			return false, nil
 		}
 	})
-	if err != nil && !IsPermanent(err) {
+	if err != nil && !plugin.IsPermanent(err) {
 		err = fmt.Errorf("timed out after %s waiting for %s", w.cfg.Timeout.Duration, w.reason)
 	}
 	if w.rollout != nil && !w.cfg.DryRun {
 		// Synchronous: the process has written its events when it exits.
 		if err != nil {
-			w.events.Event(w.rollout, corev1.EventTypeWarning, ReasonAttachFailed, err.Error())
+			w.events.Event(w.rollout, corev1.EventTypeWarning, plugin.ReasonAttachFailed, err.Error())
 		} else {
-			w.events.Event(w.rollout, corev1.EventTypeNormal, ReasonAttached, msg)
+			w.events.Event(w.rollout, corev1.EventTypeNormal, plugin.ReasonAttached, msg)
 		}
 	}
 	return msg, err
@@ -132,7 +131,7 @@ func (w *waiter) waitFor(reason string) (bool, string, error) {
 
 func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	var ro *v1alpha1.Rollout
-	err := w.attacher.call(ctx, func(ctx context.Context) error {
+	err := w.attacher.Call(ctx, func(ctx context.Context) error {
 		var err error
 		ro, err = w.rollouts.ArgoprojV1alpha1().Rollouts(w.ns).Get(ctx, w.name, metav1.GetOptions{})
 		return err
@@ -141,14 +140,14 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	case apierrors.IsNotFound(err):
 		return w.waitFor(fmt.Sprintf("Rollout %s/%s to exist", w.ns, w.name))
 	case apierrors.IsForbidden(err):
-		return false, "", &FailError{fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+jobRBACHint, w.ns, w.name, apiMessage(err))}
+		return false, "", &plugin.FailError{Msg: fmt.Sprintf("forbidden to get rollouts.argoproj.io %s/%s: %s; apply the Job RBAC in "+jobRBACHint, w.ns, w.name, plugin.APIMessage(err))}
 	case err != nil:
 		return false, "", fmt.Errorf("getting Rollout %s/%s: %w", w.ns, w.name, err)
 	}
 	w.rollout = ro
 	for _, c := range ro.Status.Conditions {
 		if c.Type == v1alpha1.InvalidSpec && c.Status == corev1.ConditionTrue {
-			return false, "", &FailError{fmt.Sprintf("Rollout %s/%s has condition InvalidSpec=True (%s: %s): the controller will not create its ReplicaSet until the spec is fixed", w.ns, w.name, c.Reason, c.Message)}
+			return false, "", &plugin.FailError{Msg: fmt.Sprintf("Rollout %s/%s has condition InvalidSpec=True (%s: %s): the controller will not create its ReplicaSet until the spec is fixed", w.ns, w.name, c.Reason, c.Message)}
 		}
 	}
 	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
@@ -156,7 +155,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	}
 	// The controller's own view (ResolveWorkloadRef): for workloadRef, the Deployment's template
 	// and (when the Rollout has none) selector stand in for the Rollout's.
-	rr, err := ResolveWorkloadRef(ctx, w.getDeployment, ro)
+	rr, err := plugin.ResolveWorkloadRef(ctx, w.getDeployment, ro)
 	if err != nil {
 		wait, err := w.workloadError(ro, err)
 		if wait != "" {
@@ -173,7 +172,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
 		}
 	}
-	usage, err := w.attacher.ReadUsage(ctx, w.ns, RefOf(KindRollout, ro))
+	usage, err := w.attacher.ReadUsage(ctx, w.ns, plugin.RefOf(plugin.KindRollout, ro))
 	if err != nil {
 		return false, "", err
 	}
@@ -181,16 +180,16 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	target := NewReplicaSet(resolved, rss)
+	target := plugin.NewReplicaSet(resolved, rss)
 	if target == nil {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}
 	// The ReplicaSet of the current spec exists: the rule table decides at once.
-	req := Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
+	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
 		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun}
 	if w.cfg.Discover != nil {
 		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {
-			return false, "", &FailError{"-selector: " + err.Error()}
+			return false, "", &plugin.FailError{Msg: "-selector: " + err.Error()}
 		}
 	}
 	res, err := w.attacher.Reconcile(ctx, req)
@@ -212,7 +211,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 // the Attacher's deadline and retries of transient errors.
 func (w *waiter) getDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
 	var d *appsv1.Deployment
-	err := w.attacher.call(ctx, func(ctx context.Context) error {
+	err := w.attacher.Call(ctx, func(ctx context.Context) error {
 		var err error
 		d, err = w.attacher.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err
@@ -225,12 +224,12 @@ func (w *waiter) getDeployment(ctx context.Context, namespace, name string) (*ap
 func (w *waiter) workloadError(ro *v1alpha1.Rollout, err error) (string, error) {
 	name := ro.Spec.WorkloadRef.Name
 	switch {
-	case IsPermanent(err): // spec.workloadRef.kind is not Deployment
+	case plugin.IsPermanent(err): // spec.workloadRef.kind is not Deployment
 		return "", err
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("Deployment %s/%s named by spec.workloadRef to exist", ro.Namespace, name), nil
 	case apierrors.IsForbidden(err):
-		return "", &FailError{fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+jobRBACHint, ro.Namespace, name, apiMessage(err))}
+		return "", &plugin.FailError{Msg: fmt.Sprintf("forbidden to get deployments.apps %s/%s: %s; apply the Job RBAC in "+jobRBACHint, ro.Namespace, name, plugin.APIMessage(err))}
 	default:
 		return "", fmt.Errorf("getting Deployment %s/%s: %w", ro.Namespace, name, err)
 	}

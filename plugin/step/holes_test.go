@@ -1,4 +1,4 @@
-package plugin
+package step
 
 import (
 	"strings"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
@@ -25,9 +26,9 @@ import (
 // not exist at the label check and is created during the grace without the opt-in label is
 // refused, not patched: the object patched is the object checked.
 func TestLateObjectIsCheckedBeforeItsPatch(t *testing.T) {
-	old := Grace
-	Grace = 2 * time.Second
-	t.Cleanup(func() { Grace = old })
+	old := plugin.Grace
+	plugin.Grace = 2 * time.Second
+	t.Cleanup(func() { plugin.Grace = old })
 	c := world()
 	if err := c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("configmaps"), testNS, "cfg-new"); err != nil {
 		t.Fatal(err)
@@ -44,12 +45,12 @@ func TestLateObjectIsCheckedBeforeItsPatch(t *testing.T) {
 		return false, nil, nil
 	})
 	s := newStep(c)
-	s.Policy = Policy{RequireOptIn: true}
+	s.Policy = plugin.Policy{RequireOptIn: true}
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "refusing to attach ConfigMap cfg-new") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
-	if refs := owners(t, c, KindConfigMap, "cfg-new"); len(refs) != 0 {
+	if refs := owners(t, c, plugin.KindConfigMap, "cfg-new"); len(refs) != 0 {
 		t.Errorf("an object created without the opt-in label during the grace was adopted: %v", refs)
 	}
 }
@@ -68,7 +69,7 @@ func TestDiscoverKeepsAllowUnreferencedTarget(t *testing.T) {
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
-	if refs := owners(t, c, KindConfigMap, "extra"); !hasOwner(refs, "uid-cur") {
+	if refs := owners(t, c, plugin.KindConfigMap, "extra"); !hasOwner(refs, "uid-cur") {
 		t.Errorf("extra owners %v: reported as attached, not attached", refs)
 	}
 }
@@ -80,12 +81,12 @@ func TestCredentialMessageNamesTheSelector(t *testing.T) {
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
 	c := fake.NewClientset(fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, spec), fixtures.ConfigMap("cfg-new"), fixtures.Secret("regcred"))
 	s := newStep(c)
-	s.Policy = Policy{OptIn: labels.SelectorFromSet(labels.Set{"example.com/config": "revisioned"})}
+	s.Policy = plugin.Policy{OptIn: labels.SelectorFromSet(labels.Set{"example.com/config": "revisioned"})}
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"],"secrets":["regcred"]}`))
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "skipped Secret regcred") || !strings.Contains(res.Message, "example.com/config=revisioned") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
-	if refs := owners(t, c, KindSecret, "regcred"); len(refs) != 0 {
+	if refs := owners(t, c, plugin.KindSecret, "regcred"); len(refs) != 0 {
 		t.Errorf("the pull secret was adopted: %v", refs)
 	}
 }
@@ -106,7 +107,7 @@ func TestStepEveryUserCounts(t *testing.T) {
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
-	refs := owners(t, c, KindConfigMap, "shared")
+	refs := owners(t, c, plugin.KindConfigMap, "shared")
 	if len(refs) != 2 || !hasOwner(refs, "uid-cur") || !hasOwner(refs, "uid-worker-rs") {
 		t.Errorf("owners %v, want the Rollout's and the Deployment's ReplicaSets only (not the dead Rollout's)", refs)
 	}
@@ -126,9 +127,9 @@ func TestStepEveryUserCounts(t *testing.T) {
 func TestJobMessagesNameTheFlags(t *testing.T) {
 	rss := []*appsv1.ReplicaSet{fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil))}
 	users := usageOf(false, rss...)
-	a := &Attacher{Client: fake.NewClientset(), Log: quietLog()}
-	_, err := a.Reconcile(t.Context(), Request{Workload: Workload{Kind: KindRollout, Namespace: testNS, Name: "web", UID: fixtures.RolloutUID},
-		Users: users, ReplicaSets: rss, Target: rss[0], Objects: []Object{{KindConfigMap, "nope"}}, Source: "-configmaps/-secrets"})
+	a := &plugin.Attacher{Client: fake.NewClientset(), Log: quietLog()}
+	_, err := a.Reconcile(t.Context(), plugin.Request{Workload: plugin.Workload{Kind: plugin.KindRollout, Namespace: testNS, Name: "web", UID: fixtures.RolloutUID},
+		Users: users, ReplicaSets: rss, Target: rss[0], Objects: []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nope"}}, Source: "-configmaps/-secrets"})
 	if err == nil || strings.Contains(err.Error(), "step config") || !strings.Contains(err.Error(), "-configmaps/-secrets") {
 		t.Errorf("%v", err)
 	}
@@ -170,7 +171,7 @@ func TestOrphaningDeploymentKeepsItsReplicaSet(t *testing.T) {
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
-	if refs := owners(t, c, KindConfigMap, "shared"); !hasOwner(refs, "uid-kept") || !hasOwner(refs, "uid-cur") {
+	if refs := owners(t, c, plugin.KindConfigMap, "shared"); !hasOwner(refs, "uid-kept") || !hasOwner(refs, "uid-cur") {
 		t.Errorf("owners %v, want the orphaned ReplicaSet too", refs)
 	}
 }
@@ -185,8 +186,8 @@ func TestUnservedControllerKindBlocks(t *testing.T) {
 	exp.OwnerReferences[0].Kind, exp.OwnerReferences[0].Name = "Experiment", "exp"
 	c := fake.NewClientset(cur, exp, fixtures.ConfigMap("shared"))
 	s := newStep(c)
-	s.Client = func() (Clients, error) {
-		return Clients{Kube: c, Meta: fakemeta.WithoutResources(fakemeta.New(c), "experiments")}, nil
+	s.Client = func() (plugin.Clients, error) {
+		return plugin.Clients{Kube: c, Meta: fakemeta.WithoutResources(fakemeta.New(c), "experiments")}, nil
 	}
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ReplicaSet exp-e1 (controlled by Experiment exp") || writes(c) != 0 {

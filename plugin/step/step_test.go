@@ -1,4 +1,4 @@
-package plugin
+package step
 
 import (
 	"encoding/json"
@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"io"
-
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,78 +19,17 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-const (
-	curHash = "7f9c2d"
-	oldHash = "5b8a1c"
-)
-
-// world is a Rollout with an older ReplicaSet (old config) and the one being rolled out.
-func world(extra ...runtime.Object) *fake.Clientset {
-	objs := []runtime.Object{
-		fixtures.ReplicaSet(oldHash, "uid-old", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-old", "static"}, []string{"sec-old"})),
-		fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new", "static"}, []string{"sec-new"})),
-		fixtures.ConfigMap("cfg-old"), fixtures.ConfigMap("cfg-new"), fixtures.ConfigMap("static"), fixtures.Secret("sec-old"), fixtures.Secret("sec-new"),
-	}
-	return fake.NewClientset(append(objs, extra...)...)
-}
-
-func quietLog() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
 func newStep(c kubernetes.Interface) *Step {
-	return &Step{Client: func() (Clients, error) { return clientsOf(c), nil }, Concurrency: 4, Log: quietLog(),
+	return &Step{Client: func() (plugin.Clients, error) { return clientsOf(c), nil }, Concurrency: 4, Log: quietLog(),
 		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}}
 }
 
 func stepCtx(config string) *types.RpcStepContext {
 	return &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(config)}
-}
-
-func owners(t *testing.T, c kubernetes.Interface, kind Kind, name string) []metav1.OwnerReference {
-	t.Helper()
-	var meta metav1.ObjectMeta
-	if kind == KindSecret {
-		s, err := c.CoreV1().Secrets(testNS).Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta = s.ObjectMeta
-	} else {
-		cm, err := c.CoreV1().ConfigMaps(testNS).Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta = cm.ObjectMeta
-	}
-	return meta.OwnerReferences
-}
-
-func hasOwner(refs []metav1.OwnerReference, uid string) bool {
-	for _, r := range refs {
-		if string(r.UID) == uid {
-			return r.APIVersion == "apps/v1" && r.Kind == "ReplicaSet" && r.Controller == nil && r.BlockOwnerDeletion == nil
-		}
-	}
-	return false
-}
-
-// writes counts the mutating actions the fake saw.
-func writes(c *fake.Clientset) int {
-	n := 0
-	for _, a := range c.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-		default:
-			n++
-		}
-	}
-	return n
 }
 
 func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
@@ -118,16 +54,16 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 		t.Errorf("message %q, want %q", res.Message, want)
 	}
 	actions := c.Actions()
-	var st StepStatus
+	var st Status
 	if err := json.Unmarshal(res.Status, &st); err != nil || st.ReplicaSet != "web-"+curHash || st.ReplicaSetUID != "uid-cur" || len(st.ConfigMaps) != 2 || len(st.Secrets) != 1 {
 		t.Errorf("status %s (%v)", res.Status, err)
 	}
-	for _, o := range []Object{{KindConfigMap, "cfg-new"}, {KindConfigMap, "cfg-shared"}, {KindSecret, "sec-new"}} {
+	for _, o := range []plugin.Object{{Kind: plugin.KindConfigMap, Name: "cfg-new"}, {Kind: plugin.KindConfigMap, Name: "cfg-shared"}, {Kind: plugin.KindSecret, Name: "sec-new"}} {
 		if !hasOwner(owners(t, c, o.Kind, o.Name), "uid-cur") {
 			t.Errorf("%s: owner references %v lack the current ReplicaSet", o, owners(t, c, o.Kind, o.Name))
 		}
 	}
-	if refs := owners(t, c, KindConfigMap, "cfg-shared"); len(refs) != 2 || !(refs[0].UID == "uid-svc" || refs[1].UID == "uid-svc") {
+	if refs := owners(t, c, plugin.KindConfigMap, "cfg-shared"); len(refs) != 2 || !(refs[0].UID == "uid-svc" || refs[1].UID == "uid-svc") {
 		t.Errorf("existing owner not kept: %v", refs)
 	}
 	// Exactly one list and one patch per object; no get, no update.
@@ -162,7 +98,7 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 	if res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`)); res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
-	if refs := owners(t, c, KindConfigMap, "cfg-new"); len(refs) != 1 {
+	if refs := owners(t, c, plugin.KindConfigMap, "cfg-new"); len(refs) != 1 {
 		t.Errorf("second run duplicated the reference: %v", refs)
 	}
 }
@@ -184,7 +120,7 @@ func TestRunRefusesUnreferenced(t *testing.T) {
 	}
 	// Opting out attaches it.
 	res, _ = newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["unrelated"],"allowUnreferenced":true}`))
-	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "unrelated"), "uid-cur") {
+	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, plugin.KindConfigMap, "unrelated"), "uid-cur") {
 		t.Errorf("allowUnreferenced: %s %s", res.Phase, res.Message)
 	}
 }
@@ -199,13 +135,13 @@ func TestRunRollbackSkips(t *testing.T) {
 	if !strings.Contains(res.Message, "skipped ConfigMap cfg-new") || !strings.Contains(res.Message, "web-"+curHash) {
 		t.Errorf("message %q", res.Message)
 	}
-	if hasOwner(owners(t, c, KindConfigMap, "cfg-new"), "uid-old") || hasOwner(owners(t, c, KindSecret, "sec-new"), "uid-old") {
+	if hasOwner(owners(t, c, plugin.KindConfigMap, "cfg-new"), "uid-old") || hasOwner(owners(t, c, plugin.KindSecret, "sec-new"), "uid-old") {
 		t.Error("objects of the newer ReplicaSet were attached to the older one")
 	}
-	if !hasOwner(owners(t, c, KindConfigMap, "static"), "uid-old") {
+	if !hasOwner(owners(t, c, plugin.KindConfigMap, "static"), "uid-old") {
 		t.Error("static is used by the old ReplicaSet and must be attached")
 	}
-	var st StepStatus
+	var st Status
 	_ = json.Unmarshal(res.Status, &st)
 	if len(st.Skipped) != 2 {
 		t.Errorf("status skipped %v", st.Skipped)
@@ -283,7 +219,7 @@ func TestRunForbidden(t *testing.T) {
 	if rerr.HasError() || res.Phase != types.PhaseFailed {
 		t.Fatalf("%s %v", res.Phase, rerr)
 	}
-	for _, w := range []string{"forbidden to patch Secret sec-new", "verb patch on secrets", RBACHint} {
+	for _, w := range []string{"forbidden to patch Secret sec-new", "verb patch on secrets", plugin.RBACHint} {
 		if !strings.Contains(res.Message, w) {
 			t.Errorf("message %q lacks %q", res.Message, w)
 		}
@@ -336,7 +272,7 @@ func TestRunTransientErrors(t *testing.T) {
 
 func TestRunClientErrorAndBadConfig(t *testing.T) {
 	calls := 0
-	s := &Step{Client: func() (Clients, error) { calls++; return Clients{}, errors.New("no kubeconfig") }, Log: quietLog()}
+	s := &Step{Client: func() (plugin.Clients, error) { calls++; return plugin.Clients{}, errors.New("no kubeconfig") }, Log: quietLog()}
 	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["a"]}`))
 	if !rerr.HasError() || !strings.Contains(rerr.Error(), "no kubeconfig") || res.Phase == types.PhaseFailed {
 		t.Errorf("client error: %s %v", res.Phase, rerr)
@@ -404,7 +340,7 @@ func TestRunConcurrent(t *testing.T) {
 			t.Errorf("%s %s", res.Phase, res.Message)
 		}
 	}
-	refs := owners(t, c, KindConfigMap, "static")
+	refs := owners(t, c, plugin.KindConfigMap, "static")
 	if !hasOwner(refs, "uid-cur") || !hasOwner(refs, "uid-old") || len(refs) != 2 {
 		t.Errorf("static owners %v", refs)
 	}
@@ -448,4 +384,21 @@ func TestRunStopsAfterPersistentTransientError(t *testing.T) {
 	if n := calls.Load(); n > 2*4+2 {
 		t.Errorf("%d patch attempts for 50 objects: the rest should have been abandoned", n)
 	}
+}
+
+// Shorthands for the shared fixtures.
+const (
+	curHash = fixtures.CurHash
+	oldHash = fixtures.OldHash
+)
+
+var (
+	world    = fixtures.World
+	quietLog = fixtures.QuietLog
+	hasOwner = fixtures.HasOwner
+	writes   = fixtures.Writes
+)
+
+func owners(t *testing.T, c kubernetes.Interface, kind plugin.Kind, name string) []metav1.OwnerReference {
+	return fixtures.Owners(t, c, kind == plugin.KindSecret, name)
 }

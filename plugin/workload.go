@@ -1,14 +1,51 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// The workload and its ReplicaSets: identity and selector, spec.workloadRef, which
+// ReplicaSets are its own, which one is new, and history order.
+
+// Workload kinds whose ReplicaSets own config.
+const (
+	KindRollout    = "Rollout"
+	KindDeployment = "Deployment"
+)
+
+// Workload is the controller of a set of ReplicaSets: a Rollout (any strategy, workloadRef
+// included) or a Deployment. The core needs only its identity and selector.
+type Workload struct {
+	Kind      string
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Selector is spec.selector (for a workloadRef Rollout, the Deployment's selector).
+	Selector *metav1.LabelSelector
+}
+
+func (w Workload) String() string {
+	kind := w.Kind
+	if kind == "" {
+		kind = KindRollout
+	}
+	return kind + " " + w.Namespace + "/" + w.Name
+}
+
+// PodTemplateHashLabel is the label Argo Rollouts puts on each ReplicaSet (and its pods)
+// with the hash that status.currentPodHash and status.stableRS name.
+const PodTemplateHashLabel = "rollouts-pod-template-hash"
 
 // RevisionAnnotation is the revision number Argo Rollouts writes on each ReplicaSet.
 const RevisionAnnotation = "rollout.argoproj.io/revision"
@@ -92,4 +129,62 @@ func OwnReplicaSets(items []appsv1.ReplicaSet, w Workload) ([]*appsv1.ReplicaSet
 		}
 	}
 	return controlled(match, w.UID), nil
+}
+
+// controlled returns the ReplicaSets whose controller reference carries uid, oldest first.
+func controlled(items []appsv1.ReplicaSet, uid types.UID) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for i := range items {
+		if ref := metav1.GetControllerOf(&items[i]); ref != nil && ref.UID == uid {
+			out = append(out, &items[i])
+		}
+	}
+	SortReplicaSets(out)
+	return out
+}
+
+// ByPodHash returns the ReplicaSet labelled with the Rollouts controller's pod-template hash
+// (status.currentPodHash), or nil.
+func ByPodHash(rss []*appsv1.ReplicaSet, hash string) *appsv1.ReplicaSet {
+	if hash == "" {
+		return nil
+	}
+	for _, rs := range rss {
+		if rs.Labels[PodTemplateHashLabel] == hash {
+			return rs
+		}
+	}
+	return nil
+}
+
+// SortReplicaSets orders ReplicaSets oldest first by creationTimestamp, ties by name: the
+// order the Rollouts controller uses (controller.ReplicaSetsByCreationTimestamp). Revision
+// numbers are not used: undo gives a re-used ReplicaSet the newest revision.
+func SortReplicaSets(rss []*appsv1.ReplicaSet) {
+	slices.SortStableFunc(rss, func(x, y *appsv1.ReplicaSet) int { return OlderFirst(x, y) })
+}
+
+// OlderFirst compares two objects by creationTimestamp, ties by name: SortReplicaSets' order,
+// for callers that hold ReplicaSets in another form (the controller's compact cache).
+func OlderFirst(x, y metav1.Object) int {
+	a, b := x.GetCreationTimestamp(), y.GetCreationTimestamp()
+	switch {
+	case a.Before(&b):
+		return -1
+	case b.Before(&a):
+		return 1
+	}
+	return cmp.Compare(x.GetName(), y.GetName())
+}
+
+// NewReplicaSet is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
+// read from the API (the command line, audit): argo-rollouts' FindNewReplicaSet (the template
+// hash with status.collisionCount, then the old hash, then template equality, which is what
+// finds a re-used ReplicaSet after undo). A Rollout without a template (an unresolved
+// workloadRef) falls back to the ReplicaSet that status.currentPodHash names.
+func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	if len(ro.Spec.Template.Spec.Containers) == 0 {
+		return ByPodHash(rss, ro.Status.CurrentPodHash)
+	}
+	return replicasetutil.FindNewReplicaSet(ro, rss)
 }

@@ -1,21 +1,28 @@
-package plugin
+// Package step is the step plugin mode: a canary step that the Argo Rollouts controller runs
+// through go-plugin (rpc.Serve). It finds the ReplicaSet being rolled out, hands the step
+// config's objects to the core (plugin.Attacher.Reconcile) and reports the verdict as the
+// step's phase, message and Status.
+package step
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"runtime/debug"
 	"time"
+
+	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
-	appsv1 "k8s.io/api/apps/v1"
 )
 
 // RequeueAfter is how soon a waiting step asks to be called again. The controller ignores
@@ -26,9 +33,9 @@ const RequeueAfter = 15 * time.Second
 // this step would otherwise hold all ten default workers while the apiserver hangs.
 const RunDeadline = 20 * time.Second
 
-// StepStatus is the JSON object the step returns as its Status; the controller stores it in
+// Status is the JSON object the step returns as its Status; the controller stores it in
 // status.canary.stepPluginStatuses[].status and passes it back on the next call.
-type StepStatus struct {
+type Status struct {
 	ReplicaSet    string             `json:"replicaSet,omitempty"`
 	ReplicaSetUID string             `json:"replicaSetUID,omitempty"`
 	ConfigMaps    []string           `json:"configMaps,omitempty"`
@@ -43,24 +50,27 @@ type StepStatus struct {
 
 // DiscoveredStatus records owner references that discovery added (or would add).
 type DiscoveredStatus struct {
-	Kind        Kind     `json:"kind"`
-	Name        string   `json:"name"`
-	ReplicaSets []string `json:"replicaSets"`
+	Kind        plugin.Kind `json:"kind"`
+	Name        string      `json:"name"`
+	ReplicaSets []string    `json:"replicaSets"`
 }
 
 // SkipStatus records a listed object left alone because only other ReplicaSets use it.
 type SkipStatus struct {
-	Kind Kind   `json:"kind"`
-	Name string `json:"name"`
+	Kind plugin.Kind `json:"kind"`
+	Name string      `json:"name"`
 	// Reason is rollback, older or credential.
 	Reason string   `json:"reason,omitempty"`
 	UsedBy []string `json:"usedBy"`
 }
 
-// Step implements the Run, Abort and Terminate operations of the step plugin. It holds no
-// per-rollout state: one Step serves every Rollout of the controller concurrently.
+// Step is the step plugin: it implements argo-rollouts' step plugin RPC interface
+// (rolloutsrpc.StepPlugin), which rpc.Serve serves to the Argo Rollouts controller. Every
+// operation recovers its own panics (guard), so the process that every Rollout shares stays
+// up. It holds no per-rollout state: one Step serves every Rollout of the controller
+// concurrently.
 type Step struct {
-	Client ClientFunc
+	Client plugin.ClientFunc
 	Log    logrus.FieldLogger
 	// Now is the clock (tests set it).
 	Now func() time.Time
@@ -69,9 +79,9 @@ type Step struct {
 	// Backoff paces retries of transient errors within a call (default DefaultBackoff).
 	Backoff wait.Backoff
 	// Events records Kubernetes Events on the Rollout (nil: none).
-	Events EventRecorder
+	Events plugin.EventRecorder
 	// Policy is the administrator's (plugin args --require-opt-in, --opt-in-selector).
-	Policy Policy
+	Policy plugin.Policy
 }
 
 func (s *Step) now() time.Time {
@@ -88,25 +98,54 @@ func (s *Step) log() logrus.FieldLogger {
 	return s.Log
 }
 
+var _ rolloutsrpc.StepPlugin = (*Step)(nil)
+
+// InitPlugin does nothing that can fail: the controller never calls it again after a failure
+// and would keep sending Run to an uninitialised plugin. The client is built lazily in Run.
+func (s *Step) InitPlugin() (rerr types.RpcError) {
+	defer s.guard("InitPlugin", nil, &rerr)
+	s.log().WithField("version", plugin.Version).Info("configmap-attacher step plugin initialised")
+	return types.RpcError{}
+}
+
+// Type names the plugin; the controller never calls it for step plugins.
+func (s *Step) Type() string { return "configmap-attacher" }
+
 // Run attaches the listed objects to the ReplicaSet being rolled out.
-func (s *Step) Run(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+func (s *Step) Run(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (res types.RpcStepResult, rerr types.RpcError) {
+	defer s.guard("Run", ro, &rerr)
 	ctx, cancel := context.WithTimeout(context.Background(), RunDeadline)
 	defer cancel()
 	return s.run(ctx, ro, sc)
+}
+
+// guard turns a panic into an error result: the controller retries the step, and the
+// process, shared by every Rollout, stays up.
+func (s *Step) guard(op string, ro *v1alpha1.Rollout, rerr *types.RpcError) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	log := s.log().WithField("operation", op)
+	if ro != nil {
+		log = log.WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace})
+	}
+	log.WithField("stack", string(debug.Stack())).Errorf("panic: %v", r)
+	*rerr = types.RpcError{ErrorString: fmt.Sprintf("configmap-attacher: internal error in %s: %v (please report it)", op, r)}
 }
 
 func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
 	if ro == nil || sc == nil {
 		return failed("the controller sent no Rollout or no step context: nothing to do"), types.RpcError{}
 	}
-	wl := Workload{Kind: KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	wl := plugin.Workload{Kind: plugin.KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
 	log := s.log().WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "step": sc.PluginName})
 
-	cfg, err := ParseConfig(sc.Config)
+	cfg, err := plugin.ParseConfig(sc.Config)
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
-	var prev StepStatus
+	var prev Status
 	if len(sc.Status) > 0 {
 		// A Status we cannot read is only a lost wait start; never fail on it.
 		_ = json.Unmarshal(sc.Status, &prev)
@@ -116,11 +155,11 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	if err != nil {
 		return types.RpcStepResult{}, rpcErr(fmt.Errorf("building the Kubernetes client: %w", err))
 	}
-	a := &Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
+	a := &plugin.Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
 
 	// Every user of an object in the namespace counts (users.go): the Rollout itself is known
 	// to the controller that sent it.
-	usage, err := a.ReadUsage(ctx, ro.Namespace, RefOf(KindRollout, ro))
+	usage, err := a.ReadUsage(ctx, ro.Namespace, plugin.RefOf(plugin.KindRollout, ro))
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
@@ -135,22 +174,22 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	log = log.WithField("replicaset", target.Name)
 	a.Log = log
 
-	req := Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
+	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
 		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
-			return s.verdict(log, ro, &FailError{"discover.selector: " + err.Error()})
+			return s.verdict(log, ro, &plugin.FailError{Msg: "discover.selector: " + err.Error()})
 		}
 	}
 	res, err := a.Reconcile(ctx, req)
 	for _, w := range res.Warnings {
 		log.Warn(w)
-		s.event(ro, corev1.EventTypeWarning, ReasonDiscoverWarning, w)
+		s.event(ro, corev1.EventTypeWarning, plugin.ReasonDiscoverWarning, w)
 	}
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
-	st := StepStatus{ReplicaSet: target.Name, ReplicaSetUID: string(target.UID), DryRun: cfg.DryRun}
+	st := Status{ReplicaSet: target.Name, ReplicaSetUID: string(target.UID), DryRun: cfg.DryRun}
 	for _, sk := range res.Skipped {
 		st.Skipped = append(st.Skipped, SkipStatus{Kind: sk.Object.Kind, Name: sk.Object.Name, Reason: sk.Reason, UsedBy: sk.UsedBy})
 	}
@@ -162,7 +201,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		}
 	}
 	if cfg.DryRun {
-		var would []Object
+		var would []plugin.Object
 		for _, w := range res.Added {
 			if w.Listed {
 				would = append(would, w.Object)
@@ -174,21 +213,9 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	}
 	log.Info(res.Message)
 	if !cfg.DryRun && (len(res.Listed) > 0 || discovered > 0) {
-		s.event(ro, corev1.EventTypeNormal, ReasonAttached, res.Message)
+		s.event(ro, corev1.EventTypeNormal, plugin.ReasonAttached, res.Message)
 	}
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: res.Message, Status: mustJSON(st)}, types.RpcError{}
-}
-
-// NewReplicaSet is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
-// read from the API (the command line, audit): argo-rollouts' FindNewReplicaSet (the template
-// hash with status.collisionCount, then the old hash, then template equality, which is what
-// finds a re-used ReplicaSet after undo). A Rollout without a template (an unresolved
-// workloadRef) falls back to the ReplicaSet that status.currentPodHash names.
-func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	if len(ro.Spec.Template.Spec.Containers) == 0 {
-		return ByPodHash(rss, ro.Status.CurrentPodHash)
-	}
-	return replicasetutil.FindNewReplicaSet(ro, rss)
 }
 
 // stepTarget is the step's target: the ReplicaSet labelled with status.currentPodHash, the
@@ -199,12 +226,12 @@ func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.Repli
 // step runs: the controller resets the step index in the same status write that records the
 // new hash, and runs steps from the persisted status.
 func stepTarget(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	return ByPodHash(rss, ro.Status.CurrentPodHash)
+	return plugin.ByPodHash(rss, ro.Status.CurrentPodHash)
 }
 
-func (st *StepStatus) setAttached(objs []Object) {
+func (st *Status) setAttached(objs []plugin.Object) {
 	for _, o := range objs {
-		if o.Kind == KindSecret {
+		if o.Kind == plugin.KindSecret {
 			st.Secrets = append(st.Secrets, o.Name)
 		} else {
 			st.ConfigMaps = append(st.ConfigMaps, o.Name)
@@ -220,8 +247,8 @@ func (s *Step) event(ro *v1alpha1.Rollout, eventType, reason, msg string) {
 
 // wait returns Running while the ReplicaSet is missing, and Failed once the timeout passed
 // since the first wait (recorded in the Status, since the plugin keeps no memory).
-func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Workload, cfg Config, prev StepStatus) (types.RpcStepResult, types.RpcError) {
-	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by %s", PodTemplateHashLabel, ro.Status.CurrentPodHash, ref)
+func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref plugin.Workload, cfg plugin.Config, prev Status) (types.RpcStepResult, types.RpcError) {
+	what := fmt.Sprintf("ReplicaSet with label %s=%s owned by %s", plugin.PodTemplateHashLabel, ro.Status.CurrentPodHash, ref)
 	if ro.Status.CurrentPodHash == "" {
 		what = fmt.Sprintf("%s to report status.currentPodHash", ref)
 	}
@@ -231,9 +258,9 @@ func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Workload, 
 	}
 	if waited := s.now().Sub(since); waited >= cfg.Timeout.Duration {
 		msg := fmt.Sprintf("timed out after %s waiting for %s: check that the controller can create it (kubectl describe rollout %s -n %s), or raise timeout in the step config", waited.Round(time.Second), what, ref.Name, ref.Namespace)
-		return s.verdict(log, ro, &FailError{msg})
+		return s.verdict(log, ro, &plugin.FailError{Msg: msg})
 	}
-	st := StepStatus{WaitingSince: &metav1.Time{Time: since}, WaitingFor: what}
+	st := Status{WaitingSince: &metav1.Time{Time: since}, WaitingFor: what}
 	log.Info("waiting for " + what)
 	return types.RpcStepResult{Phase: types.PhaseRunning, Message: "waiting for " + what, RequeueAfter: RequeueAfter, Status: mustJSON(st)}, types.RpcError{}
 }
@@ -241,9 +268,9 @@ func (s *Step) wait(log logrus.FieldLogger, ro *v1alpha1.Rollout, ref Workload, 
 // verdict maps an error to the step's result: permanent problems fail the step (with the
 // message), anything else is an error result that the controller retries.
 func (s *Step) verdict(log logrus.FieldLogger, ro *v1alpha1.Rollout, err error) (types.RpcStepResult, types.RpcError) {
-	if IsPermanent(err) {
+	if plugin.IsPermanent(err) {
 		log.Warn("step failed: " + err.Error())
-		s.event(ro, corev1.EventTypeWarning, ReasonAttachFailed, err.Error())
+		s.event(ro, corev1.EventTypeWarning, plugin.ReasonAttachFailed, err.Error())
 		return failed(err.Error()), types.RpcError{}
 	}
 	log.WithError(err).Warn("transient error; the controller will retry the step")
@@ -252,48 +279,15 @@ func (s *Step) verdict(log logrus.FieldLogger, ro *v1alpha1.Rollout, err error) 
 
 // Abort keeps every owner reference: the ReplicaSet still uses those objects, and a retry of
 // the aborted rollout reuses the same ReplicaSet.
-func (s *Step) Abort(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+func (s *Step) Abort(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (res types.RpcStepResult, rerr types.RpcError) {
+	defer s.guard("Abort", ro, &rerr)
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to undo: owner references stay, the ReplicaSet still uses its objects"}, types.RpcError{}
 }
 
 // Terminate has nothing to stop: Run never leaves work running between calls.
-func (s *Step) Terminate(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+func (s *Step) Terminate(ro *v1alpha1.Rollout, sc *types.RpcStepContext) (res types.RpcStepResult, rerr types.RpcError) {
+	defer s.guard("Terminate", ro, &rerr)
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to terminate"}, types.RpcError{}
-}
-
-// successMessage says what was attached and what was skipped, e.g.
-// "attached 2 ConfigMaps and 1 Secret to ReplicaSet web-7f9c2d".
-func successMessage(rs string, attached []Object, skipped []Skip) string {
-	var cms, secs int
-	for _, o := range attached {
-		if o.Kind == KindSecret {
-			secs++
-		} else {
-			cms++
-		}
-	}
-	var counts []string
-	if cms > 0 {
-		counts = append(counts, plural(cms, "ConfigMap"))
-	}
-	if secs > 0 {
-		counts = append(counts, plural(secs, "Secret"))
-	}
-	msg := "attached nothing to ReplicaSet " + rs
-	if len(counts) > 0 {
-		msg = fmt.Sprintf("attached %s to ReplicaSet %s", strings.Join(counts, " and "), rs)
-	}
-	for _, sk := range skipped {
-		msg += "; " + skipMessage(sk, rs)
-	}
-	return msg
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func failed(msg string) types.RpcStepResult {

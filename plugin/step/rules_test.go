@@ -1,4 +1,4 @@
-package plugin
+package step
 
 import (
 	"encoding/json"
@@ -21,17 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-
-// aged is testRS created at t0+offset.
-func aged(hash string, uid k8stypes.UID, offset time.Duration, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	rs := fixtures.ReplicaSet(hash, uid, fixtures.RolloutUID, spec)
-	rs.CreationTimestamp = metav1.Time{Time: t0.Add(offset)}
-	return rs
-}
+var aged = fixtures.Aged
 
 // timeline: rev-a (oldest, cfg-a), rev-b (cfg-b, shared), rev-c (newest, cfg-c, shared).
 func timeline(extra ...runtime.Object) *fake.Clientset {
@@ -109,7 +103,7 @@ func TestRuleTable(t *testing.T) {
 				t.Errorf("a failed run wrote %d times", writes(c))
 			}
 			for name, want := range tc.owners {
-				refs := owners(t, c, KindConfigMap, name)
+				refs := owners(t, c, plugin.KindConfigMap, name)
 				if len(refs) != len(want) {
 					t.Errorf("%s owners %v, want %v", name, refs, want)
 					continue
@@ -143,7 +137,7 @@ func TestRollbackTieIsNotRollback(t *testing.T) {
 }
 
 func labelled(cm *corev1.ConfigMap) *corev1.ConfigMap {
-	cm.Labels[DefaultDiscoverLabel] = "true"
+	cm.Labels[plugin.OptInLabel] = "true"
 	return cm
 }
 
@@ -153,7 +147,7 @@ func TestRequireOptIn(t *testing.T) {
 	rs.Spec.Template.Spec = fixtures.PodSpec([]string{"cfg-c", "cfg-c2", "shared"}, nil)
 	_, _ = c.AppsV1().ReplicaSets(testNS).Update(t.Context(), rs, metav1.UpdateOptions{})
 	s := newStep(c)
-	s.Policy = Policy{RequireOptIn: true}
+	s.Policy = plugin.Policy{RequireOptIn: true}
 	c.ClearActions()
 	res, _ := s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c","cfg-c2"]}`))
 	if res.Phase != types.PhaseFailed {
@@ -172,18 +166,18 @@ func TestRequireOptIn(t *testing.T) {
 	}
 	// Labelled objects pass; discovery adopts only labelled objects even with its own selector.
 	res, _ = s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
-	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-c2"), "uid-c") {
+	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, plugin.KindConfigMap, "cfg-c2"), "uid-c") {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
 	for _, name := range []string{"cfg-a", "cfg-b", "cfg-c", "shared"} {
-		if len(owners(t, c, KindConfigMap, name)) != 0 {
+		if len(owners(t, c, plugin.KindConfigMap, name)) != 0 {
 			t.Errorf("%s is not opted in but got an owner under the policy", name)
 		}
 	}
 	// Without the policy, the same discovery selector adopts them.
-	s.Policy = Policy{}
+	s.Policy = plugin.Policy{}
 	res, _ = s.Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["cfg-c2"],"discover":{"selector":{"matchLabels":{"team":"shop"}}}}`))
-	if res.Phase != types.PhaseSuccessful || len(owners(t, c, KindConfigMap, "cfg-a")) != 1 {
+	if res.Phase != types.PhaseSuccessful || len(owners(t, c, plugin.KindConfigMap, "cfg-a")) != 1 {
 		t.Errorf("planted check: without the policy discovery must adopt cfg-a: %s", res.Message)
 	}
 }
@@ -193,7 +187,7 @@ func TestCredentialsNotAttached(t *testing.T) {
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "x", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-cred"}}}})
 	labelledPull := fixtures.Secret("pull-2")
-	labelledPull.Labels = map[string]string{DefaultDiscoverLabel: "true"}
+	labelledPull.Labels = map[string]string{plugin.OptInLabel: "true"}
 	spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "pull-2"})
 	c := fake.NewClientset(aged("rev", "uid", 0, spec), fixtures.ConfigMap("cfg"), fixtures.Secret("pull"), fixtures.Secret("csi-cred"), labelledPull)
 	c.ClearActions()
@@ -216,7 +210,7 @@ func TestCredentialsNotAttached(t *testing.T) {
 	if _, ok := got["secrets/pull-2"]; !ok {
 		t.Error("an opted-in pull secret must be attached")
 	}
-	if refs := CredentialOnly(&spec); !refs.Secrets["pull"] || !refs.Secrets["csi-cred"] || refs.Secrets["cfg"] {
+	if refs := plugin.CredentialOnly(&spec); !refs.Secrets["pull"] || !refs.Secrets["csi-cred"] || refs.Secrets["cfg"] {
 		t.Errorf("CredentialOnly %v", refs.Secrets)
 	}
 }
@@ -225,17 +219,17 @@ func TestCredentialsNotAttached(t *testing.T) {
 // the explicit list nor by discovery.
 func TestNeverAddDeletingOwner(t *testing.T) {
 	dying := aged("rev-b", "uid-b", time.Minute, fixtures.PodSpec([]string{"shared", "cfg-b"}, nil))
-	dying.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
+	dying.DeletionTimestamp = &metav1.Time{Time: fixtures.T0.Add(time.Hour)}
 	dying.Finalizers = []string{"foregroundDeletion"}
 	c := fake.NewClientset(aged("rev-c", "uid-c", 2*time.Minute, fixtures.PodSpec([]string{"shared"}, nil)), dying, optedIn(fixtures.ConfigMap("shared")), optedIn(fixtures.ConfigMap("cfg-b")))
 	res, _ := newStep(c).Run(fixtures.Rollout("rev-c"), stepCtx(`{"configMaps":["shared"],"discover":{}}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
-	if refs := owners(t, c, KindConfigMap, "shared"); len(refs) != 1 || refs[0].UID != "uid-c" {
+	if refs := owners(t, c, plugin.KindConfigMap, "shared"); len(refs) != 1 || refs[0].UID != "uid-c" {
 		t.Errorf("shared owners %v, want only uid-c", refs)
 	}
-	if refs := owners(t, c, KindConfigMap, "cfg-b"); len(refs) != 0 {
+	if refs := owners(t, c, plugin.KindConfigMap, "cfg-b"); len(refs) != 0 {
 		t.Errorf("discovery added the ReplicaSet being deleted: %v", refs)
 	}
 }
@@ -263,7 +257,7 @@ func TestDiscoveryProblemIsAWarning(t *testing.T) {
 	if strings.Contains(res.Message, "fix the name in the step config") {
 		t.Errorf("tells the user to fix a name they never wrote: %q", res.Message)
 	}
-	if !ev.has(corev1.EventTypeWarning, ReasonDiscoverWarning) {
+	if !ev.has(corev1.EventTypeWarning, plugin.ReasonDiscoverWarning) {
 		t.Errorf("no Warning event: %v", ev.events)
 	}
 }
@@ -286,7 +280,7 @@ func (r *recordingEvents) has(eventType, reason string) bool {
 func TestOwnerPatchAddsOnly(t *testing.T) {
 	rs := aged("rev", "uid-rev", 0, fixtures.PodSpec([]string{"cfg"}, nil))
 	var body map[string]map[string][]map[string]any
-	if err := json.Unmarshal(OwnerPatch(rs), &body); err != nil {
+	if err := json.Unmarshal(plugin.OwnerPatch(rs), &body); err != nil {
 		t.Fatal(err)
 	}
 	ref := body["metadata"]["ownerReferences"][0]
@@ -300,7 +294,7 @@ func TestOwnerPatchAddsOnly(t *testing.T) {
 	if res, _ := newStep(c).Run(fixtures.Rollout("rev"), stepCtx(`{"configMaps":["cfg"]}`)); res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
-	refs := owners(t, c, KindConfigMap, "cfg")
+	refs := owners(t, c, plugin.KindConfigMap, "cfg")
 	if len(refs) != 1 || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion == nil || !*refs[0].BlockOwnerDeletion {
 		t.Errorf("legacy entry rewritten: %+v", refs)
 	}
@@ -320,11 +314,11 @@ func TestForbiddenByWebhook(t *testing.T) {
 func TestAsyncEventsDoNotBlockAndCountDrops(t *testing.T) {
 	block := make(chan struct{})
 	inner := &blockingEvents{block: block}
-	e := NewAsyncEvents(inner, 2, quietLog())
+	e := plugin.NewAsyncEvents(inner, 2, quietLog())
 	ro := fixtures.Rollout(curHash)
 	start := time.Now()
 	for range 10 {
-		e.Event(ro, corev1.EventTypeNormal, ReasonAttached, "x")
+		e.Event(ro, corev1.EventTypeNormal, plugin.ReasonAttached, "x")
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Event blocked for %s", d)
@@ -341,12 +335,12 @@ type blockingEvents struct{ block chan struct{} }
 func (b *blockingEvents) Event(*v1alpha1.Rollout, string, string, string) { <-b.block }
 
 // usageOf is a fresh view of the namespace: the ReplicaSets, the fixture Rollout alive.
-func usageOf(stale bool, rss ...*appsv1.ReplicaSet) *NamespaceUsage {
-	in := UsageInput{Controllers: []ControllerRef{{Kind: KindRollout, Name: "web", UID: fixtures.RolloutUID}}, ListedKinds: []string{KindRollout, KindDeployment}, Stale: stale}
+func usageOf(stale bool, rss ...*appsv1.ReplicaSet) *plugin.NamespaceUsage {
+	in := plugin.UsageInput{Controllers: []plugin.ControllerRef{{Kind: plugin.KindRollout, Name: "web", UID: fixtures.RolloutUID}}, ListedKinds: []string{plugin.KindRollout, plugin.KindDeployment}, Stale: stale}
 	for _, rs := range rss {
 		in.ReplicaSets = append(in.ReplicaSets, *rs)
 	}
-	return NewUsage(testNS, in)
+	return plugin.NewUsage(testNS, in)
 }
 
 // TestAdoptAcrossWorkloads: a candidate gets, in one patch, every live ReplicaSet that uses it,
@@ -356,40 +350,40 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	a1 := aged("a1", "uid-a1", 0, fixtures.PodSpec([]string{"shared", "plain"}, nil))
 	b1 := aged("b1", "uid-b1", 0, fixtures.PodSpec([]string{"shared"}, nil))
 	dying := aged("b0", "uid-b0", 0, fixtures.PodSpec([]string{"shared"}, nil))
-	dying.DeletionTimestamp = &metav1.Time{Time: t0}
+	dying.DeletionTimestamp = &metav1.Time{Time: fixtures.T0}
 	c := fake.NewClientset(optedIn(fixtures.ConfigMap("shared")), fixtures.ConfigMap("plain"))
-	a := &Attacher{Client: c, Meta: clientsOf(c).Meta, Log: quietLog()}
+	a := &plugin.Attacher{Client: c, Meta: clientsOf(c).Meta, Log: quietLog()}
 	users := usageOf(false, a1, b1, dying)
-	cands := []Candidate{
-		{Object: Object{KindConfigMap, "shared"}, Labels: map[string]string{DefaultDiscoverLabel: "true"}},
-		{Object: Object{KindConfigMap, "plain"}, Labels: map[string]string{"team": "shop"}},
+	cands := []plugin.Candidate{
+		{Object: plugin.Object{Kind: plugin.KindConfigMap, Name: "shared"}, Labels: map[string]string{plugin.OptInLabel: "true"}},
+		{Object: plugin.Object{Kind: plugin.KindConfigMap, Name: "plain"}, Labels: map[string]string{"team": "shop"}},
 	}
-	adopt := func(cands []Candidate, p Policy) (Result, error) {
-		return a.Reconcile(t.Context(), Request{Namespace: testNS, Users: users, Candidates: cands, Policy: p})
+	adopt := func(cands []plugin.Candidate, p plugin.Policy) (plugin.Result, error) {
+		return a.Reconcile(t.Context(), plugin.Request{Namespace: testNS, Users: users, Candidates: cands, Policy: p})
 	}
-	res, err := adopt(cands, Policy{RequireOptIn: true})
+	res, err := adopt(cands, plugin.Policy{RequireOptIn: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := patchesOf(c); len(got) != 1 || got["configmaps/shared"] == "" {
 		t.Fatalf("patches %v, want one on shared", got)
 	}
-	refs := owners(t, c, KindConfigMap, "shared")
+	refs := owners(t, c, plugin.KindConfigMap, "shared")
 	if len(refs) != 2 || !hasOwner(refs, "uid-a1") || !hasOwner(refs, "uid-b1") {
 		t.Errorf("shared owners %v, want a1 and b1", refs)
 	}
-	if len(res.Added) != 1 || len(res.Added[0].ReplicaSets) != 2 {
+	if len(res.Added) != 1 || len(res.Added[0].Owners) != 2 {
 		t.Errorf("added %+v", res.Added)
 	}
 	// Again: nothing to do, no request.
 	c.ClearActions()
 	cands[0].Owners = refs
-	if res, _ = adopt(cands, Policy{RequireOptIn: true}); writes(c) != 0 || res.Owned != 1 {
+	if res, _ = adopt(cands, plugin.Policy{RequireOptIn: true}); writes(c) != 0 || res.Owned != 1 {
 		t.Errorf("repeat wrote %d times, owned %d", writes(c), res.Owned)
 	}
 	// Without the policy, plain is adopted too.
-	if _, err := adopt(cands[1:], Policy{}); err != nil || len(owners(t, c, KindConfigMap, "plain")) != 1 {
-		t.Errorf("plain: %v %v", err, owners(t, c, KindConfigMap, "plain"))
+	if _, err := adopt(cands[1:], plugin.Policy{}); err != nil || len(owners(t, c, plugin.KindConfigMap, "plain")) != 1 {
+		t.Errorf("plain: %v %v", err, owners(t, c, plugin.KindConfigMap, "plain"))
 	}
 }
 
@@ -399,11 +393,11 @@ func TestPositive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if Positive(s) != want {
+		if plugin.Positive(s) != want {
 			t.Errorf("Positive(%q) = %v, want %v", sel, !want, want)
 		}
 	}
-	if _, err := ParseConfig([]byte(`{"discover":{"selector":{"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]}}}`)); err == nil || !strings.Contains(err.Error(), "has no label objects must carry") {
+	if _, err := plugin.ParseConfig([]byte(`{"discover":{"selector":{"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]}}}`)); err == nil || !strings.Contains(err.Error(), "has no label objects must carry") {
 		t.Errorf("a DoesNotExist-only discover selector: %v", err)
 	}
 }

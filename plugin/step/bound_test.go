@@ -1,4 +1,4 @@
-package plugin
+package step
 
 import (
 	"net"
@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
@@ -44,12 +45,12 @@ func TestRunBoundedWhenAPIServerHangs(t *testing.T) {
 			c.Close()
 		}
 	})
-	cl, err := ClientsForConfig(&rest.Config{Host: "http://" + ln.Addr().String()})
+	cl, err := plugin.ClientsForConfig(&rest.Config{Host: "http://" + ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := func() (Clients, error) { return cl, nil }
-	s := &Step{Client: client, Log: quietLog(), Events: NewAsyncEvents(&APIEvents{Client: client}, 8, quietLog())}
+	client := func() (plugin.Clients, error) { return cl, nil }
+	s := &Step{Client: client, Log: quietLog(), Events: plugin.NewAsyncEvents(&plugin.APIEvents{Client: client}, 8, quietLog())}
 	start := time.Now()
 	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	took := time.Since(start)

@@ -1,4 +1,4 @@
-package plugin
+package step
 
 import (
 	"encoding/json"
@@ -8,35 +8,18 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-func optedIn(cm *corev1.ConfigMap) *corev1.ConfigMap {
-	cm.Labels = map[string]string{DefaultDiscoverLabel: "true"}
-	return cm
-}
-
-func optedInSecret(s *corev1.Secret) *corev1.Secret {
-	s.Labels = map[string]string{DefaultDiscoverLabel: "true"}
-	return s
-}
-
-// history: three revisions; rev1 was never seen by a step (initial deploy), rev2 was promoted
-// past the step; "static" is used by all but not opted in.
-func historyWorld() *fake.Clientset {
-	return fake.NewClientset(
-		fixtures.ReplicaSet("rev1", "uid-1", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-1", "static"}, []string{"sec-1"})),
-		fixtures.ReplicaSet("rev2", "uid-2", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-2", "static"}, []string{"sec-1"})),
-		fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-3", "static"}, []string{"sec-3"})),
-		optedIn(fixtures.ConfigMap("cfg-1")), optedIn(fixtures.ConfigMap("cfg-2")), optedIn(fixtures.ConfigMap("cfg-3")), fixtures.ConfigMap("static"),
-		optedIn(fixtures.ConfigMap("cfg-unused")),
-		optedInSecret(fixtures.Secret("sec-1")), optedInSecret(fixtures.Secret("sec-3")),
-	)
-}
+var (
+	optedIn       = fixtures.OptedIn
+	optedInSecret = fixtures.OptedInSecret
+	historyWorld  = fixtures.History
+)
 
 func TestDiscoverReconcilesHistory(t *testing.T) {
 	c := historyWorld()
@@ -45,9 +28,9 @@ func TestDiscoverReconcilesHistory(t *testing.T) {
 	if rerr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s %v", res.Phase, res.Message, rerr)
 	}
-	want := map[Object][]string{
-		{KindConfigMap, "cfg-1"}: {"uid-1"}, {KindConfigMap, "cfg-2"}: {"uid-2"}, {KindConfigMap, "cfg-3"}: {"uid-cur"},
-		{KindSecret, "sec-1"}: {"uid-1", "uid-2"}, {KindSecret, "sec-3"}: {"uid-cur"},
+	want := map[plugin.Object][]string{
+		{Kind: plugin.KindConfigMap, Name: "cfg-1"}: {"uid-1"}, {Kind: plugin.KindConfigMap, Name: "cfg-2"}: {"uid-2"}, {Kind: plugin.KindConfigMap, Name: "cfg-3"}: {"uid-cur"},
+		{Kind: plugin.KindSecret, Name: "sec-1"}: {"uid-1", "uid-2"}, {Kind: plugin.KindSecret, Name: "sec-3"}: {"uid-cur"},
 	}
 	for o, uids := range want {
 		refs := owners(t, c, o.Kind, o.Name)
@@ -60,16 +43,16 @@ func TestDiscoverReconcilesHistory(t *testing.T) {
 			}
 		}
 	}
-	if refs := owners(t, c, KindConfigMap, "static"); len(refs) != 0 {
+	if refs := owners(t, c, plugin.KindConfigMap, "static"); len(refs) != 0 {
 		t.Errorf("a not-opted-in object was adopted: %v", refs)
 	}
-	if refs := owners(t, c, KindConfigMap, "cfg-unused"); len(refs) != 0 {
+	if refs := owners(t, c, plugin.KindConfigMap, "cfg-unused"); len(refs) != 0 {
 		t.Errorf("an object no template uses was adopted: %v", refs)
 	}
 	if !strings.Contains(res.Message, "discover: added 6 owner reference(s)") || !strings.Contains(res.Message, "Secret sec-1 ← web-rev2, web-rev1") && !strings.Contains(res.Message, "Secret sec-1 ← web-rev1, web-rev2") {
 		t.Errorf("message %q", res.Message)
 	}
-	var st StepStatus
+	var st Status
 	_ = json.Unmarshal(res.Status, &st)
 	if len(st.Discovered) != 5 {
 		t.Errorf("status discovered %v", st.Discovered)
@@ -93,10 +76,10 @@ func TestDiscoverSelectorAndNames(t *testing.T) {
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatal(res.Message)
 	}
-	if !hasOwner(owners(t, c, KindConfigMap, "cfg-2"), "uid-2") || !hasOwner(owners(t, c, KindConfigMap, "static"), "uid-cur") {
+	if !hasOwner(owners(t, c, plugin.KindConfigMap, "cfg-2"), "uid-2") || !hasOwner(owners(t, c, plugin.KindConfigMap, "static"), "uid-cur") {
 		t.Error("selector or explicit name not honoured")
 	}
-	if len(owners(t, c, KindConfigMap, "cfg-1")) != 0 {
+	if len(owners(t, c, plugin.KindConfigMap, "cfg-1")) != 0 {
 		t.Error("an object outside the selector was adopted")
 	}
 	// Bad selectors are config errors.
@@ -106,7 +89,7 @@ func TestDiscoverSelectorAndNames(t *testing.T) {
 		`{"discover":[]}`:                                       "discover: got a list",
 		`{"discover":{"selector":{"matchLabels":{"a b":"c"}}}}`: "discover.selector",
 	} {
-		if _, err := ParseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := plugin.ParseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", cfg, err, want)
 		}
 	}
@@ -157,7 +140,7 @@ func TestStepEvents(t *testing.T) {
 	s.Events = ev
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	res2, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["unrelated"]}`))
-	if len(ev.got) != 2 || ev.got[0] != (recorded{"Normal", ReasonAttached, res.Message}) || ev.got[1] != (recorded{"Warning", ReasonAttachFailed, res2.Message}) {
+	if len(ev.got) != 2 || ev.got[0] != (recorded{"Normal", plugin.ReasonAttached, res.Message}) || ev.got[1] != (recorded{"Warning", plugin.ReasonAttachFailed, res2.Message}) {
 		t.Errorf("events %+v", ev.got)
 	}
 }
@@ -165,8 +148,8 @@ func TestStepEvents(t *testing.T) {
 // TestAPIEvents writes a real core/v1 Event on the Rollout.
 func TestAPIEvents(t *testing.T) {
 	c := fake.NewClientset()
-	e := &APIEvents{Client: func() (Clients, error) { return clientsOf(c), nil }}
-	e.Event(fixtures.Rollout(curHash), "Warning", ReasonAttachFailed, strings.Repeat("x", 2000))
+	e := &plugin.APIEvents{Client: func() (plugin.Clients, error) { return clientsOf(c), nil }}
+	e.Event(fixtures.Rollout(curHash), "Warning", plugin.ReasonAttachFailed, strings.Repeat("x", 2000))
 	list, _ := c.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
 	if len(list.Items) != 1 {
 		t.Fatalf("%d events", len(list.Items))
@@ -184,7 +167,7 @@ func TestWorkloadRefStep(t *testing.T) {
 	ro := fixtures.Rollout(curHash)
 	ro.Spec.WorkloadRef = &v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	res, _ := newStep(c).Run(ro, stepCtx(`{"configMaps":["cfg-new"]}`))
-	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, KindConfigMap, "cfg-new"), "uid-cur") {
+	if res.Phase != types.PhaseSuccessful || !hasOwner(owners(t, c, plugin.KindConfigMap, "cfg-new"), "uid-cur") {
 		t.Errorf("%s %s", res.Phase, res.Message)
 	}
 }

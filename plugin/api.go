@@ -1,0 +1,461 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/util/retry"
+)
+
+// The only file that talks to the apiserver: the Attacher, every list, get and patch of
+// the core, and call, the one deadline-and-retry wrapper every request goes through.
+
+// RBACHint is where the docs keep the RBAC the plugin needs.
+const RBACHint = "examples/rbac-step-plugin.yaml"
+
+// Attacher adds owner references from ConfigMaps and Secrets to ReplicaSets. It keeps no
+// per-workload state, so one Attacher serves every Rollout concurrently.
+type Attacher struct {
+	// Client lists ReplicaSets.
+	Client kubernetes.Interface
+	// Meta reads and patches ConfigMaps and Secrets as metadata only (PartialObjectMetadata):
+	// their data never enters the process.
+	Meta metadata.Interface
+	Log  logrus.FieldLogger
+	// Concurrency bounds the patches in flight for one call (default 8).
+	Concurrency int
+	// RequestTimeout is the deadline of each API request (default 5s).
+	RequestTimeout time.Duration
+	// Backoff paces retries of transient API errors inside one call (default: 4 tries over ~3s).
+	Backoff wait.Backoff
+	// RBACHint names the example RBAC that fixes a 403 for this mode's identity
+	// (default RBACHint, the step plugin's).
+	RBACHint string
+}
+
+// DefaultBackoff retries briefly: a longer outage is handed back to the caller (the Rollouts
+// controller retries the step itself every 30 s).
+var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4}
+
+// DefaultRequestTimeout is the deadline of one API request.
+const DefaultRequestTimeout = 5 * time.Second
+
+func (a *Attacher) concurrency() int {
+	if a.Concurrency <= 0 {
+		return 8
+	}
+	return a.Concurrency
+}
+
+func (a *Attacher) log() logrus.FieldLogger {
+	if a.Log == nil {
+		return logrus.StandardLogger()
+	}
+	return a.Log
+}
+
+func (a *Attacher) requestTimeout() time.Duration {
+	if a.RequestTimeout <= 0 {
+		return DefaultRequestTimeout
+	}
+	return a.RequestTimeout
+}
+
+func (a *Attacher) rbacHint() string {
+	if a.RBACHint == "" {
+		return RBACHint
+	}
+	return a.RBACHint
+}
+
+func (a *Attacher) backoff() wait.Backoff {
+	if a.Backoff.Steps == 0 {
+		return DefaultBackoff
+	}
+	return a.Backoff
+}
+
+// call runs one API request with a per-request deadline and retries of transient errors,
+// stopping as soon as ctx is done: the one retry helper of the package.
+func (a *Attacher) call(ctx context.Context, f func(context.Context) error) error {
+	return retry.OnError(a.backoff(), func(err error) bool { return ctx.Err() == nil && isTransient(err) }, func() error {
+		rctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
+		defer cancel()
+		return f(rctx)
+	})
+}
+
+// Call runs one API request with the Attacher's per-request deadline (RequestTimeout) and
+// retries of transient errors (Backoff), stopping when ctx is done: the package's one retry
+// helper, call, for callers outside the package (audit's reads).
+func (a *Attacher) Call(ctx context.Context, f func(context.Context) error) error {
+	return a.call(ctx, f)
+}
+
+// objectMeta is what the core keeps of a ConfigMap or Secret: never its data.
+type objectMeta struct {
+	UID    types.UID
+	Labels map[string]string
+	Owners []metav1.OwnerReference
+}
+
+// listMeta lists the metadata of the ConfigMaps or Secrets of ns that match sel, through the
+// metadata client: the data never leaves the apiserver.
+func (a *Attacher) listMeta(ctx context.Context, ns string, k Kind, sel labels.Selector) (map[string]objectMeta, error) {
+	out := map[string]objectMeta{}
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(k.Resource()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		clear(out)
+		for _, it := range l.Items {
+			out[it.Name] = objectMeta{UID: it.UID, Labels: it.Labels, Owners: it.OwnerReferences}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, a.readError(err, "list", k, ns)
+	}
+	return out, nil
+}
+
+// getMeta reads one object's metadata (nil, nil when it does not exist).
+func (a *Attacher) getMeta(ctx context.Context, ns string, o Object) (*objectMeta, error) {
+	var m *objectMeta
+	err := a.call(ctx, func(ctx context.Context) error {
+		obj, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
+		if err == nil {
+			m = &objectMeta{UID: obj.UID, Labels: obj.Labels, Owners: obj.OwnerReferences}
+		}
+		return err
+	})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, a.readError(err, "get", o.Kind, ns)
+	}
+	return m, nil
+}
+
+// patch is the write of every mode: one add-only patch that makes each live ReplicaSet in rss
+// an owner of o (uid, when set, is o's UID as a precondition). ReplicaSets being deleted are
+// dropped; nothing to add is no request.
+func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, rss []Owner) error {
+	var live []Owner
+	for _, rs := range rss {
+		if !rs.Deleting {
+			live = append(live, rs)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	body := ownerPatchFor(uid, live)
+	return a.call(ctx, func(ctx context.Context) error {
+		_, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
+		if err != nil && isTransient(err) {
+			a.log().WithField("object", o.String()).WithError(err).Debug("transient error, retrying")
+		}
+		return err
+	})
+}
+
+// existing keeps the ReplicaSets that a live read shows still exist with the same UID and no
+// deletionTimestamp, and whose controller, if they have one, does too (kind, name and UID). A
+// caller whose view may be stale (the controller's caches, audit's snapshot) confirms the
+// owners of an object that has no ReplicaSet owner yet: if every ReplicaSet it adds were
+// already gone, or about to be collected with its deleted workload, the garbage collector
+// would delete the object, although a ReplicaSet the view does not show yet may use it. One
+// list per ReplicaSet and per controller, by name (list is in every mode's RBAC, get is not).
+func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owner, error) {
+	var out []Owner
+	for _, rs := range rss {
+		var l *appsv1.ReplicaSetList
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rs.Name})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("confirming ReplicaSet %s in namespace %s: %w", rs.Name, ns, err)
+		}
+		for i := range l.Items {
+			if l.Items[i].UID != rs.UID || !Live(&l.Items[i]) {
+				continue
+			}
+			ok, err := a.controllerLive(ctx, ns, &l.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, rs)
+			}
+		}
+	}
+	return out, nil
+}
+
+// controllerLive confirms that the ReplicaSet's controller exists with the UID its reference
+// names and is not being deleted (true without a controller; false for a kind whose
+// existence is not checked, which the users rule has blocked already).
+func (a *Attacher) controllerLive(ctx context.Context, ns string, rs *appsv1.ReplicaSet) (bool, error) {
+	ref := metav1.GetControllerOfNoCopy(rs)
+	if ref == nil {
+		return true, nil
+	}
+	k, ok := checkedKind(ref)
+	if !ok {
+		return false, nil
+	}
+	var items []metav1.PartialObjectMetadata
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
+		if err == nil {
+			items = l.Items
+		}
+		return err
+	})
+	if isNotFound(err) { // the kind is not served: the controller cannot exist
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("confirming %s %s, the controller of ReplicaSet %s, in namespace %s: %w", ref.Kind, ref.Name, rs.Name, ns, err)
+	}
+	for i := range items {
+		if items[i].UID == ref.UID && (items[i].DeletionTimestamp == nil || Orphaning(&items[i])) {
+			return true, nil // live, or orphaning (the ReplicaSet lives on without it)
+		}
+	}
+	return false, nil
+}
+
+// ReadUsage reads a namespace's users for one run: every ReplicaSet; the Deployments, Rollouts
+// and Experiments that control some of them (metadata only, and only the kinds that do, other
+// than the known workloads); every StatefulSet, DaemonSet, Job and CronJob; the Pods' metadata,
+// and the pod spec of each Pod (a list by name) no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
+// forbidden list is a *FailError naming the grant: without it not every user is known.
+func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
+	var in UsageInput
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	list := func(what string, f func(context.Context) error) {
+		g.Go(func() error {
+			if err := a.call(gctx, f); err != nil {
+				return a.usageError(err, what, ns)
+			}
+			return nil
+		})
+	}
+	list("statefulsets.apps", func(ctx context.Context) error {
+		l, err := a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.StatefulSets = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("daemonsets.apps", func(ctx context.Context) error {
+		l, err := a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.DaemonSets = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("jobs.batch", func(ctx context.Context) error {
+		l, err := a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.Jobs = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	list("cronjobs.batch", func(ctx context.Context) error {
+		l, err := a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			in.CronJobs = l.Items
+			mu.Unlock()
+		}
+		return err
+	})
+	g.Go(func() error {
+		pods, err := a.barePods(gctx, ns)
+		mu.Lock()
+		in.BarePods = pods
+		mu.Unlock()
+		return err
+	})
+	g.Go(func() error {
+		var rss []appsv1.ReplicaSet
+		err := a.call(gctx, func(ctx context.Context) error {
+			l, err := a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				rss = l.Items
+			}
+			return err
+		})
+		if err != nil {
+			return a.usageError(err, "replicasets.apps", ns)
+		}
+		ctrls, listed, err := a.controllersOf(gctx, ns, rss, known)
+		mu.Lock()
+		in.ReplicaSets, in.Controllers, in.ListedKinds = rss, ctrls, listed
+		mu.Unlock()
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return NewUsage(ns, in), nil
+}
+
+// controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet
+// other than the known workloads. A kind whose resource is not served (the Rollout CRD not
+// installed) has no workloads: listed, and empty.
+func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
+	out := append([]ControllerRef(nil), known...)
+	isKnown := map[types.UID]bool{}
+	for _, k := range known {
+		isKnown[k.UID] = true
+	}
+	need := map[string]controllerKind{}
+	for i := range rss {
+		ref := metav1.GetControllerOfNoCopy(&rss[i])
+		if ref == nil || isKnown[ref.UID] {
+			continue
+		}
+		if k, ok := checkedKind(ref); ok {
+			need[k.kind] = k
+		}
+	}
+	var listed []string
+	for _, k := range checkedControllers {
+		if _, ok := need[k.kind]; !ok {
+			continue
+		}
+		var items []metav1.PartialObjectMetadata
+		err := a.call(ctx, func(ctx context.Context) error {
+			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				items = l.Items
+			}
+			return err
+		})
+		switch {
+		case isNotFound(err):
+			// The kind is not served (its CRD uninstalled or being reinstalled): its
+			// ReplicaSets' controllers cannot be confirmed, and such a ReplicaSet still runs
+			// its pods, so they stay unknown (they block), as in the controller mode.
+			continue
+		case err != nil:
+			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
+		}
+		listed = append(listed, k.kind)
+		for i := range items {
+			out = append(out, RefOf(k.kind, &items[i]))
+		}
+	}
+	return out, listed, nil
+}
+
+// barePods reads the Pods' metadata, then the spec of each Pod that no ReplicaSet controls:
+// a bare Pod, or one of a StatefulSet, DaemonSet, Job or a controller configmap-attacher does not
+// read. A Pod's own spec counts, not its controller's current template: a StatefulSet or
+// DaemonSet mid-rollout (OnDelete, a partition) still runs Pods of an older revision. (A
+// ReplicaSet's Pods are its template's: the ReplicaSet is read.) Up to manyPods such Pods are
+// read by a list by name each, more by one list of the namespace's Pods.
+func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error) {
+	var items []metav1.PartialObjectMetadata
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	err := a.call(ctx, func(ctx context.Context) error {
+		l, err := a.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			items = l.Items
+		}
+		return err
+	})
+	if err != nil {
+		return nil, a.usageError(err, "pods", ns)
+	}
+	want := map[types.UID]bool{}
+	var names []string
+	for i := range items {
+		if !ReplicaSetPod(metav1.GetControllerOfNoCopy(&items[i])) {
+			want[items[i].UID] = true
+			names = append(names, items[i].Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	// A list by name, or of all: list is in every mode's RBAC (the Rollouts controller's role
+	// has no get on pods); a Pod gone since is simply not there.
+	selectors := make([]string, 0, len(names))
+	if len(names) > manyPods {
+		selectors = append(selectors, "")
+	} else {
+		for _, n := range names {
+			selectors = append(selectors, "metadata.name="+n)
+		}
+	}
+	var out []corev1.Pod
+	for _, fs := range selectors {
+		var l *corev1.PodList
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fs})
+			return err
+		})
+		if err != nil {
+			return nil, a.usageError(err, "pods", ns)
+		}
+		for _, p := range l.Items {
+			if want[p.UID] {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// manyPods is how many Pods without a ReplicaSet are read by name before one list of all is
+// cheaper.
+const manyPods = 8
+
+// Resource is the API resource of a kind (core/v1 configmaps or secrets), as the metadata
+// client addresses it.
+func (k Kind) Resource() schema.GroupVersionResource {
+	if k == KindSecret {
+		return corev1.SchemeGroupVersion.WithResource("secrets")
+	}
+	return corev1.SchemeGroupVersion.WithResource("configmaps")
+}
+
+// createEvent writes one Event, with its own deadline: an event is best-effort and must not
+// outlive the run that records it by more than that.
+func createEvent(kube kubernetes.Interface, ev *corev1.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	_, err := kube.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}

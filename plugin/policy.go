@@ -1,0 +1,176 @@
+package plugin
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// The administrator's policy and the labels it reads: the opt-in selector, positivity, and
+// the credentials rule.
+
+// Policy is the administrator's rule on what may be written.
+type Policy struct {
+	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
+	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
+	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
+	// garbage collector delete it later (a confused deputy).
+	RequireOptIn bool
+	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
+	OptIn labels.Selector
+}
+
+func (p Policy) optIn() labels.Selector {
+	if !Positive(p.OptIn) {
+		return OptInSelector()
+	}
+	return p.OptIn
+}
+
+// OptInLabel is the label by which an object's owner opts it in: discovery, the controller,
+// audit -fix and --require-opt-in adopt only objects that carry it (value "true"), unless an
+// administrator chooses another selector.
+const OptInLabel = "configmap-attacher/revisioned"
+
+// OptInSelector is the default opt-in label selector, configmap-attacher/revisioned=true.
+func OptInSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{OptInLabel: "true"})
+}
+
+// Positive reports whether an opt-in selector requires something an object must carry: at
+// least one requirement `key`, `key=value` or `key in (…)`. An empty selector matches every
+// object, and one made only of `!key`, `key!=v` or `key notin (…)` matches every object
+// without that label: either would adopt static and shared config, so every mode refuses
+// them.
+func Positive(sel labels.Selector) bool {
+	if sel == nil {
+		return false
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists:
+			return true
+		}
+	}
+	return false
+}
+
+// NotPositive is the message for a selector Positive refuses.
+const NotPositive = "selects every object without a given label (or everything): give a label objects must carry, such as " + OptInLabel + "=true"
+
+// labelRule is a rule on the labels of a listed object, for one that did not exist when the
+// labels were checked and appears during the grace: it is read and checked before its patch.
+type labelRule struct {
+	optIn        labels.Selector
+	requireOptIn bool // the administrator's policy
+	credential   bool // the target uses it only as a credential
+	ns           string
+}
+
+// check returns the refusal for an object with these labels ("" when it may be attached).
+func (r *labelRule) check(o Object, l map[string]string) string {
+	if r == nil || r.optIn.Matches(labels.Set(l)) {
+		return ""
+	}
+	if r.requireOptIn {
+		return optInRefusal([]Object{o}, r.optIn, r.ns)
+	}
+	return lateCredentialRefusal(o, r.optIn)
+}
+
+// checkLabels applies the opt-in policy and the credentials rule to the explicit list. It
+// reads labels only when a rule needs them: with the policy on, one metadata list per kind;
+// otherwise one metadata GET per object the target uses only as a credential. An object that
+// does not exist yet carries the rule to its write (labelRule).
+func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands []candidate) error {
+	if len(p.Listed) == 0 {
+		return nil
+	}
+	ns := req.Workload.Namespace
+	optIn := req.Policy.optIn()
+	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
+	metas := map[Object]objectMeta{}
+	if req.Policy.RequireOptIn {
+		for _, k := range kindsOf(p.Listed) {
+			m, err := a.listMeta(ctx, ns, k, optIn)
+			if err != nil {
+				return err
+			}
+			for name, meta := range m {
+				metas[Object{k, name}] = meta
+			}
+		}
+	}
+	var unlabelled []Object
+	var keep []Object
+	for i := range cands {
+		c := &cands[i]
+		o := c.Object
+		need := req.Policy.RequireOptIn || creds.Has(o)
+		if !need {
+			keep = append(keep, o)
+			continue
+		}
+		m, ok := metas[o]
+		if !ok {
+			got, err := a.getMeta(ctx, ns, o)
+			if err != nil {
+				return err
+			}
+			if got == nil { // absent: checked when it appears (the write's grace)
+				c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
+				keep = append(keep, o)
+				continue
+			}
+			m, ok = *got, true
+		}
+		if ok {
+			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+		}
+		if ok && optIn.Matches(labels.Set(m.Labels)) {
+			keep = append(keep, o)
+			continue
+		}
+		if req.Policy.RequireOptIn {
+			unlabelled = append(unlabelled, o)
+			continue
+		}
+		// A credential (image pull secret, a volume's secretRef) is shared by nature: the list
+		// does not make it a dependent unless its owner opted it in.
+		p.Skipped = append(p.Skipped, Skip{Object: o, Reason: SkipCredential, UsedBy: []string{req.Target.Name}, OptIn: optIn.String()})
+		c.dropped = true
+	}
+	if len(unlabelled) > 0 {
+		return &FailError{optInRefusal(unlabelled, optIn, ns)}
+	}
+	p.Listed = keep
+	return nil
+}
+
+func kindsOf(objs []Object) []Kind {
+	var cm, sec bool
+	for _, o := range objs {
+		cm = cm || o.Kind == KindConfigMap
+		sec = sec || o.Kind == KindSecret
+	}
+	var out []Kind
+	if cm {
+		out = append(out, KindConfigMap)
+	}
+	if sec {
+		out = append(out, KindSecret)
+	}
+	return out
+}
+
+// credentialOnly: every owner uses the object only as a credential.
+func credentialOnly(owners []ReplicaSetUser) bool {
+	for _, o := range owners {
+		if !o.CredentialOnly {
+			return false
+		}
+	}
+	return true
+}
