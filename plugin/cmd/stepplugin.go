@@ -15,7 +15,7 @@ import (
 
 // StepPlugin is the step plugin as the Argo Rollouts controller starts it
 // (ARGO_ROLLOUTS_RPC_PLUGIN=step): it reads the plugin's args from argo-rollouts-config
-// (stepPlugins[].args), then serves plugin.Step over go-plugin (rpc.Serve) until the
+// (stepPlugins[].args), then serves step.Step over go-plugin (rpc.Serve) until the
 // controller stops it.
 type StepPlugin struct {
 	// Stderr must be the process's original standard error: go-plugin swaps os.Stderr for a
