@@ -128,9 +128,14 @@ func (v keepOnError) IsBoolFlag() bool {
 // selectorFlag is every command's label-selector flag: it parses the value and refuses a
 // selector that requires nothing an object must carry (plugin.Positive), with one wording.
 type selectorFlag struct {
-	raw string
+	given
 	sel labels.Selector
 }
+
+// given is a flag value as the user wrote it (its String, which -help shows as the default).
+type given struct{ raw string }
+
+func (g given) String() string { return g.raw }
 
 // newSelector is a selector flag with a default ("" for none).
 func newSelector(def string) *selectorFlag {
@@ -141,13 +146,6 @@ func newSelector(def string) *selectorFlag {
 		}
 	}
 	return f
-}
-
-func (f *selectorFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return f.raw
 }
 
 func (f *selectorFlag) Set(v string) error {
@@ -168,7 +166,7 @@ func (f *selectorFlag) Selector() labels.Selector { return f.sel }
 // workloadsFlag is the -workloads grammar of every command: a comma-separated list of
 // rollouts and deployments (any case, singular accepted), each at most once.
 type workloadsFlag struct {
-	raw   string
+	given
 	kinds []string
 	set   bool
 }
@@ -180,13 +178,6 @@ func newWorkloads(def string) *workloadsFlag {
 	}
 	f.set = false
 	return f
-}
-
-func (f *workloadsFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return f.raw
 }
 
 func (f *workloadsFlag) Set(v string) error {
