@@ -9,7 +9,7 @@ LDFLAGS  := -s -w -X github.com/configmap-attacher/configmap-attacher/plugin.Ver
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 # The control-plane parts the integration and end-to-end tests start (built from Go modules,
 # cached under $$HOME/.cache/configmap-attacher).
-TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm
+TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm argocd
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
 .PHONY: build test unit lint release binaries demo clean fuzz bench image soak docs
