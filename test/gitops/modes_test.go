@@ -1,0 +1,96 @@
+package gitops
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/test/cluster"
+)
+
+// pruneFalse are the annotations docs/gitops.md recommends on revisioned objects.
+var pruneFalse = map[string]string{
+	"argocd.argoproj.io/sync-options":    "Prune=false",
+	"argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+}
+
+// TestStepPlugin runs the step plugin alone (no controller mode, no Job) through four
+// revisions synced by Argo CD. From revision 2 on the step attaches each revision before its
+// canary starts, so Argo CD never prunes a revision a ReplicaSet in history uses, and the
+// garbage collector deletes each revision's config with its ReplicaSet.
+//
+// Revision 1 is the exposure: no step runs on a first deploy, and within a sync wave Argo CD
+// prunes before it applies, so revision 1's objects are pruned by the sync of revision 2
+// before revision 2's step (discover: {} included) can adopt them. With Prune=false and
+// IgnoreExtraneous on the revisioned objects Argo CD keeps them (PruneSkipped, app Synced),
+// revision 2's discover: {} attaches them to revision 1's ReplicaSet, and they go with it.
+func TestStepPlugin(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	for _, tc := range []struct {
+		name  string
+		s     story
+		annot map[string]string
+	}{
+		// What the README claimed covers revision 1: the next step with discover: {}.
+		{"discover", story{Rollout: "web", OwnedFrom: 2, Discover: true}, nil},
+		// The setting that works for step-only users.
+		{"discover-prune-false", story{Rollout: "web", OwnedFrom: 2, Discover: true, PruneFalse: true}, pruneFalse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "web", Step: "discover"}}, ConfigAnnotations: tc.annot})
+			w.run(tc.s)
+		})
+	}
+}
+
+// TestControllerMode runs `configmap-attacher controller` (examples/controller.yaml's
+// identity, watching only the test's namespace) without a step or a Job: a canary Rollout and
+// a Deployment are attached from revision 1 on, revision 3 is promoted with --full, and Argo
+// CD never prunes a revision a ReplicaSet in history uses.
+func TestControllerMode(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "web"}, {Kind: "Deployment", Name: "api"}}})
+	startControllerMode(t, e, w.ns)
+	w.run(story{Rollout: "web", Deployment: "api", OwnedFrom: 1, PromoteFull: 3})
+}
+
+// startControllerMode starts the controller mode for namespace ns (stopped in t.Cleanup).
+func startControllerMode(t *testing.T, e *env, ns string) *cluster.ControllerProcess {
+	t.Helper()
+	cp, err := cluster.StartController(e.plugin, ns, filepath.Join(e.c.Dir, "controller-"+ns+".log"), time.Minute,
+		[]string{"KUBECONFIG=/nonexistent"}, "-kubeconfig", e.controllerKubeconfig, "-leader-elect=false", "-namespaces", ns)
+	t.Cleanup(cp.Stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.LogLinesOnFailure(t, "controller mode", cp.LogPath, cp.Log, "", 40)
+	return cp
+}
+
+// TestSyncHookJob is the original tool's setup: examples/job.yaml as an Argo CD Sync hook
+// (hook: Sync, BeforeHookCreation, -expect-template-annotation), no step and no controller.
+// The fake kubelet runs the built binary for the Job's pod with the pod's args and a token of
+// the Job's ServiceAccount and reports its exit, so the Job completes for real and Argo CD's
+// sync waits for it. Every revision, revision 1 included, ends up owned by the ReplicaSet of
+// the synced spec.
+func TestSyncHookJob(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "web"}}, Job: true})
+	figs := w.run(story{Rollout: "web", OwnedFrom: 1})
+	runs := e.kubelet.Runs(w.ns)
+	if len(runs) < len(figs) {
+		t.Fatalf("the fake kubelet ran %d hook pods, want at least one per revision (%d)", len(runs), len(figs))
+	}
+	for i, r := range runs {
+		if r.ExitCode != 0 || r.Finished.IsZero() {
+			t.Errorf("hook run %d (pod %s, args %v): exit %d, finished %v; log %s:\n%s", i, r.Pod, r.Args, r.ExitCode, r.Finished, r.LogPath, readFile(r.LogPath))
+		}
+		t.Logf("hook pod %s: args %v, ran %v, exit %d", r.Pod, r.Args, r.Finished.Sub(r.Started).Round(time.Millisecond), r.ExitCode)
+	}
+	_ = fmt.Sprint()
+}
