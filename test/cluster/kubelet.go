@@ -402,7 +402,7 @@ func terminatedStatus(pod *corev1.Pod, code int) corev1.PodStatus {
 	for _, c := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "fake://" + c.Image,
 			ContainerID: "fake://" + string(pod.UID) + "/" + c.Name,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason, FinishedAt: now}}})
+			State:       corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason, FinishedAt: now}}})
 	}
 	return st
 }
