@@ -1,10 +1,19 @@
 package gitops
 
 import (
-	"fmt"
+	"context"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/configmap-attacher/configmap-attacher/test/cluster"
 )
@@ -81,7 +90,17 @@ func TestSyncHookJob(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
 	w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "web"}}, Job: true})
+	times := watchHookOrder(t, e, w.ns, "web")
 	figs := w.run(story{Rollout: "web", OwnedFrom: 1})
+	// When Argo CD starts the hook relative to the apply of the Rollout spec it waits for.
+	for n := 1; n <= len(figs); n++ {
+		job, ro := times.get(n)
+		if job.IsZero() || ro.IsZero() {
+			t.Errorf("revision %d: hook Job created at %v, Rollout spec applied at %v: want both seen", n, job, ro)
+			continue
+		}
+		t.Logf("FIGURE hook revision=%d job_created_minus_rollout_applied=%v", n, job.Sub(ro).Round(time.Millisecond))
+	}
 	runs := e.kubelet.Runs(w.ns)
 	if len(runs) < len(figs) {
 		t.Fatalf("the fake kubelet ran %d hook pods, want at least one per revision (%d)", len(runs), len(figs))
@@ -92,5 +111,79 @@ func TestSyncHookJob(t *testing.T) {
 		}
 		t.Logf("hook pod %s: args %v, ran %v, exit %d", r.Pod, r.Args, r.Finished.Sub(r.Started).Round(time.Millisecond), r.ExitCode)
 	}
-	_ = fmt.Sprint()
+}
+
+// hookOrder records, per revision (example.com/release), when the hook Job for it was first
+// seen and when the Rollout's spec with that pod template annotation was first seen.
+type hookOrder struct {
+	mu      sync.Mutex
+	job, ro map[int]time.Time
+}
+
+func (h *hookOrder) get(n int) (job, ro time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.job[n], h.ro[n]
+}
+
+func watchHookOrder(t *testing.T, e *env, ns, rollout string) *hookOrder {
+	h := &hookOrder{job: map[int]time.Time{}, ro: map[int]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rc, err := rolloutsclient.NewForConfig(e.c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(m map[int]time.Time, v string) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return
+		}
+		h.mu.Lock()
+		if _, ok := m[n]; !ok {
+			m[n] = time.Now()
+		}
+		h.mu.Unlock()
+	}
+	var ready sync.WaitGroup
+	ready.Add(2)
+	go func() {
+		var once sync.Once
+		for ctx.Err() == nil {
+			wi, err := e.kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			once.Do(ready.Done)
+			for ev := range wi.ResultChan() {
+				if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added && len(j.Spec.Template.Spec.Containers) > 0 {
+					args := j.Spec.Template.Spec.Containers[0].Args
+					for i, a := range args {
+						if a == "-expect-template-annotation" && i+1 < len(args) {
+							mark(h.job, strings.TrimPrefix(args[i+1], "example.com/release="))
+						}
+					}
+				}
+			}
+		}
+	}()
+	go func() {
+		var once sync.Once
+		for ctx.Err() == nil {
+			wi, err := rc.ArgoprojV1alpha1().Rollouts(ns).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			once.Do(ready.Done)
+			for ev := range wi.ResultChan() {
+				if ro, ok := ev.Object.(*v1alpha1.Rollout); ok && ro.Name == rollout {
+					mark(h.ro, ro.Spec.Template.Annotations["example.com/release"])
+				}
+			}
+		}
+	}()
+	ready.Wait()
+	return h
 }

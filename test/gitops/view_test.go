@@ -72,7 +72,9 @@ func TestPruneOptions(t *testing.T) {
 			if tc.wantSynced {
 				want = "Synced"
 			}
-			st := w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool { return s.Sync.Revision == r.sha && s.Sync.Status != "" && s.Health.Status == "Healthy" })
+			st := w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool {
+				return s.Sync.Revision == r.sha && s.Sync.Status != "" && s.Health.Status == "Healthy"
+			})
 			// A second look after a full resync period: the status is not a transient one.
 			time.Sleep(6 * time.Second)
 			st = w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool { return s.Sync.Revision == r.sha && s.Sync.Status != "" })
