@@ -9,8 +9,12 @@
 //	make demo          # builds what it needs, runs, tears down
 //	make demo KEEP=1   # keeps the cluster up until Ctrl-C, prints kubectl commands
 //
+// With -argocd (`make demo-argocd`) every revision is instead a commit to a file:// Git
+// repository that the real Argo CD (test/cluster StartArgoCD) syncs with automated sync and
+// prune, and the tree is printed after each sync (argocd.go).
+//
 // Flags: -plugin (the built plugin binary; built into a temporary directory when empty),
-// -keep. Every process it starts is stopped by PID at the end, also on failure or Ctrl-C. On
+// -keep, -argocd. Every process it starts is stopped by PID at the end, also on failure or Ctrl-C. On
 // failure it exits 1 with the reason and the log files of the controller and the control plane
 // (kept).
 package main
@@ -37,8 +41,9 @@ import (
 func main() {
 	keep := flag.Bool("keep", false, "keep the cluster running after the demo, until SIGINT or SIGTERM (Ctrl-C)")
 	plugin := flag.String("plugin", "", "the plugin binary (default: build it into a temporary directory)")
+	argocd := flag.Bool("argocd", false, "sync every revision from a Git repository with the real Argo CD (make demo-argocd)")
 	flag.Parse()
-	os.Exit(run(*keep, *plugin))
+	os.Exit(run(*keep, *plugin, *argocd))
 }
 
 // demo is the running environment and what the demo has created so far.
@@ -54,19 +59,32 @@ type demo struct {
 	kube    kubernetes.Interface
 	ro      rolloutsclient.Interface
 
+	// argo and repo: the -argocd variant's Argo CD and Git repository.
+	argo *cluster.ArgoCD
+	repo *cluster.GitRepo
+
 	revs       map[int]*revision
 	pluginPIDs map[int]bool // plugin processes seen under the controller
 	buildDir   string       // temporary directory of a plugin built here
 }
 
-func run(keep bool, plugin string) int {
+func run(keep bool, plugin string, argocd bool) int {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	d := &demo{ctx: ctx, start: time.Now(), plugin: plugin, revs: map[int]*revision{}, pluginPIDs: map[int]bool{}}
-	fmt.Printf("configmap-attacher demo: canary Rollout %s/%s through %d revisions, each with its own ConfigMap and Secret\n\n", namespace, appName, revisions)
+	via := ""
+	if argocd {
+		via = ", synced from Git by Argo CD " + cluster.ArgoCDVersion
+	}
+	fmt.Printf("configmap-attacher demo: canary Rollout %s/%s through %d revisions, each with its own ConfigMap and Secret%s\n\n", namespace, appName, revisions, via)
 
 	err := d.setup()
-	if err == nil {
+	if err == nil && argocd {
+		err = d.startArgoCD()
+	}
+	if err == nil && argocd {
+		err = d.scenarioArgoCD()
+	} else if err == nil {
 		err = d.scenario()
 	}
 	code := 0
@@ -222,6 +240,7 @@ func (d *demo) notePluginPIDs() {
 func (d *demo) teardown() {
 	t0 := time.Now()
 	var stopped []string
+	stopped = append(stopped, d.stopArgoCD()...)
 	if d.kubelet != nil {
 		d.kubelet.Stop()
 	}
