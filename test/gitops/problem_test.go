@@ -51,6 +51,12 @@ func TestProblemWithoutAttacher(t *testing.T) {
 		if rs := w.revisionRS("api", n-1); rs == nil {
 			t.Errorf("revision %d: the Deployment's revision %d ReplicaSet left the history", n, n-1)
 		}
-		t.Logf("FIGURE problem revision=%d pruned=%d kept=0 (%v)", n, len(r.pruned), r.pruned)
+		kept := 0
+		for _, k := range want {
+			if rec, _ := w.obs.get(k); rec.Deleted.IsZero() {
+				kept++
+			}
+		}
+		t.Logf("FIGURE %s rev=%d owned_after_apply=not owned pruned=%d %v kept=%d restart=%q", t.Name(), n, len(r.pruned), r.pruned, kept, "CreateContainerConfigError: "+msg)
 	}
 }

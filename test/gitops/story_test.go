@@ -37,6 +37,7 @@ type story struct {
 type figure struct {
 	Rev       int
 	Owned     time.Duration // from the apply (the first of the revision's objects appearing) to both owned; -1: not owned
+	OwnedRS   time.Duration // from the revision's ReplicaSet appearing to both owned
 	Pruned    []string      // what Argo CD pruned in this revision's sync
 	Skipped   []string      // prune skipped (Prune=false)
 	Kept      []string      // earlier revisions' objects still there after the sync
@@ -47,7 +48,7 @@ type figure struct {
 func (f figure) String() string {
 	owned := "not owned"
 	if f.Owned >= 0 {
-		owned = f.Owned.Round(time.Millisecond).String()
+		owned = f.Owned.Round(time.Millisecond).String() + " owned_after_replicaset=" + f.OwnedRS.Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("rev=%d owned_after_apply=%s pruned=%d %v prune_skipped=%d kept=%d %v collected=%v restart=%q", f.Rev, owned,
 		len(f.Pruned), f.Pruned, len(f.Skipped), len(f.Kept), f.Kept, f.Collected, f.Restart)
@@ -109,9 +110,12 @@ func (w *world) run(s story) []figure {
 		}
 		for _, wl := range wls {
 			if owned(n) {
-				d := w.waitOwned(wl, n, time.Minute)
+				d, drs := w.waitOwned(wl, n, time.Minute)
 				if d > f.Owned {
 					f.Owned = d
+				}
+				if drs > f.OwnedRS {
+					f.OwnedRS = drs
 				}
 			}
 		}
@@ -180,7 +184,7 @@ func (w *world) run(s story) []figure {
 				}
 			}
 		}
-		w.t.Logf("FIGURE %s", f)
+		w.t.Logf("FIGURE %s %s", w.t.Name(), f)
 		figs = append(figs, f)
 	}
 	return figs

@@ -323,7 +323,7 @@ type objectRecord struct {
 	Owners     []metav1.OwnerReference
 }
 
-// observer watches a namespace's ConfigMaps and Secrets and records when each appeared, got
+// observer watches a namespace's ConfigMaps, Secrets and ReplicaSets and records when each appeared, got
 // its first owner and was deleted, with watch-event precision (not the apiserver's one-second
 // timestamps).
 type observer struct {
@@ -336,8 +336,8 @@ type observer struct {
 func observe(ctx context.Context, e *env, ns string) *observer {
 	o := &observer{objects: map[string]*objectRecord{}, synced: make(chan struct{})}
 	var ready sync.WaitGroup
-	ready.Add(2)
-	for _, kind := range []string{"ConfigMap", "Secret"} {
+	ready.Add(3)
+	for _, kind := range []string{"ConfigMap", "Secret", "ReplicaSet"} {
 		go o.watch(ctx, e, ns, kind, &ready)
 	}
 	go func() { ready.Wait(); close(o.synced) }()
@@ -353,9 +353,12 @@ func (o *observer) watch(ctx context.Context, e *env, ns, kind string, ready *sy
 	for ctx.Err() == nil {
 		var w watch.Interface
 		var err error
-		if kind == "Secret" {
+		switch kind {
+		case "Secret":
 			w, err = e.kube.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{})
-		} else {
+		case "ReplicaSet":
+			w, err = e.kube.AppsV1().ReplicaSets(ns).Watch(ctx, metav1.ListOptions{})
+		default:
 			w, err = e.kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
 		}
 		if err != nil {
@@ -412,10 +415,9 @@ func revisionKeys(wl string, n int) []string {
 
 // waitOwned waits until both of workload wl's revision-n objects are owned by that revision's
 // ReplicaSet and returns the time from the first of them appearing (Argo CD's apply) to the
-// last owner reference.
-func (w *world) waitOwned(wl string, n int, d time.Duration) time.Duration {
+// last owner reference, and from the ReplicaSet appearing to the last owner reference.
+func (w *world) waitOwned(wl string, n int, d time.Duration) (took, afterRS time.Duration) {
 	w.t.Helper()
-	var took time.Duration
 	cluster.WaitUntil(w.t, ctxFor(w.t, d), 50*time.Millisecond, fmt.Sprintf("revision %d of %s owned by its ReplicaSet", n, wl), func() (bool, string) {
 		rs := w.revisionRS(wl, n)
 		if rs == nil {
@@ -435,9 +437,12 @@ func (w *world) waitOwned(wl string, n int, d time.Duration) time.Duration {
 			}
 		}
 		took = last.Sub(first)
+		if r, ok := w.obs.get("ReplicaSet/" + rs.Name); ok {
+			afterRS = last.Sub(r.Added)
+		}
 		return true, ""
 	})
-	return took
+	return took, afterRS
 }
 
 // state describes workload wl's revision-n objects: "exists, owned by [...]" or "deleted".
