@@ -99,15 +99,12 @@ func (d *demo) syncRevision(r *revision) error {
 	defer cancel()
 	t0 := time.Now()
 	if r.n == 1 {
-		err = d.argo.CreateApplication(ctx, cluster.ApplicationSpec{Name: argoApp, RepoURL: d.repo.URL(), Path: "app", Namespace: namespace, AutoSync: true})
-	} else {
-		err = d.argo.Refresh(ctx, argoApp)
-	}
-	if err != nil {
-		return err
+		if err := d.argo.CreateApplication(ctx, cluster.ApplicationSpec{Name: argoApp, RepoURL: d.repo.URL(), Path: "app", Namespace: namespace, AutoSync: true}); err != nil {
+			return err
+		}
 	}
 	say("committed revision %d (%s): ConfigMap %s, Secret %s, Rollout pod template + step config", r.n, sha[:8], r.cm, r.secret)
-	st, err := d.argo.WaitApp(ctx, argoApp, fmt.Sprintf("the sync of revision %d", r.n), func(s *cluster.AppStatus) bool { return s.Succeeded(sha) })
+	st, err := d.argo.WaitSynced(ctx, argoApp, sha, r.n > 1)
 	if err != nil {
 		return err
 	}

@@ -468,6 +468,27 @@ func (a *ArgoCD) App(ctx context.Context, name string) (*AppStatus, error) {
 	return st, nil
 }
 
+// WaitSynced waits until the Application's last operation synced revision (a commit SHA) and
+// succeeded. With refresh it first asks for a refresh, and asks again every 10 s while the
+// revision has not been synced: a refresh annotation the controller has not consumed yet
+// makes a second one a no-op, and the periodic reconcile reads HEAD from the repo server's
+// cache.
+func (a *ArgoCD) WaitSynced(ctx context.Context, name, revision string, refresh bool) (*AppStatus, error) {
+	for {
+		if refresh {
+			if err := a.Refresh(ctx, name); err != nil {
+				return nil, err
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := a.WaitApp(wctx, name, "sync of revision "+short(revision), func(s *AppStatus) bool { return s.Succeeded(revision) })
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return st, err
+		}
+	}
+}
+
 // WaitApp polls the Application's status every 100 ms until cond holds or ctx ends; the error
 // then carries the last status.
 func (a *ArgoCD) WaitApp(ctx context.Context, name, what string, cond func(*AppStatus) bool) (*AppStatus, error) {

@@ -170,10 +170,9 @@ spec:
 	st := w.refreshAndWait("app Synced with owner references", func(s *cluster.AppStatus) bool { return s.Sync.Status == "Synced" })
 	t.Logf("after attaching: %s", st.Summary())
 	sha = commit(2)
-	if err := e.argocd.Refresh(ctx, w.app); err != nil {
+	if _, err := e.argocd.WaitSynced(ctxFor(t, 2*time.Minute), w.app, sha, true); err != nil {
 		t.Fatal(err)
 	}
-	w.waitApp("second sync", 2*time.Minute, func(s *cluster.AppStatus) bool { return s.Succeeded(sha) })
 	owners := func(name string) []metav1.OwnerReference {
 		cm, err := e.kube.CoreV1().ConfigMaps(w.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {

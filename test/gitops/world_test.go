@@ -106,16 +106,12 @@ func (w *world) commit(n int, syncOptions ...string) syncResult {
 	}
 	w.rev, w.sha = n, sha
 	ctx := ctxFor(w.t, 3*time.Minute)
-	if n == 1 || w.sha == "" {
+	if n == 1 {
 		w.createApp(syncOptions...)
-	} else if err := w.e.argocd.Refresh(ctx, w.app); err != nil {
-		w.t.Fatal(err)
 	}
-	st, err := w.e.argocd.WaitApp(ctx, w.app, fmt.Sprintf("sync of revision %d (%s)", n, sha[:8]), func(s *cluster.AppStatus) bool {
-		return s.Succeeded(sha)
-	})
+	st, err := w.e.argocd.WaitSynced(ctx, w.app, sha, n > 1)
 	if err != nil {
-		w.t.Fatal(err)
+		w.t.Fatalf("revision %d: %v", n, err)
 	}
 	r := syncResult{rev: n, sha: sha, status: st, took: time.Since(start)}
 	for _, res := range st.SyncResult() {
