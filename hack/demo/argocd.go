@@ -137,7 +137,7 @@ func (d *demo) syncRevision(r *revision) error {
 				for _, o := range rv.objects() {
 					if o.String() == p {
 						if g, _ := d.gone("ReplicaSet", rv.rs.Name)(); !g {
-							return fmt.Errorf("Argo CD pruned %s, which ReplicaSet %s (revision %d) still uses: it should have been owned", p, rv.rs.Name, i)
+							return fmt.Errorf("the sync pruned %s, which ReplicaSet %s (revision %d) still uses: it should have been owned", p, rv.rs.Name, i)
 						}
 					}
 				}

@@ -463,7 +463,7 @@ func (a *ArgoCD) App(ctx context.Context, name string) (*AppStatus, error) {
 	}
 	st := &AppStatus{}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("Application %s status: %w", name, err)
+		return nil, fmt.Errorf("status of Application %s: %w", name, err)
 	}
 	return st, nil
 }
@@ -510,7 +510,7 @@ func (a *ArgoCD) WaitApp(ctx context.Context, name, what string, cond func(*AppS
 			if last != nil {
 				desc = last.Summary()
 			}
-			return last, fmt.Errorf("Application %s: %s: %w (last: %s; last error %v)\n%s", name, what, ctx.Err(), desc, lastErr, a.ControllerLogTail(15))
+			return last, fmt.Errorf("waiting for Application %s: %s: %w (last: %s; last error %v)\n%s", name, what, ctx.Err(), desc, lastErr, a.ControllerLogTail(15))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

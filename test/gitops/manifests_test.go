@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,9 +39,6 @@ type appSpec struct {
 	// names and -expect-template-annotation value replaced per revision) for the first workload.
 	Job bool
 }
-
-// revisionLabel records an object's revision, for the tests' bookkeeping only.
-const revisionLabel = "example.com/revision"
 
 // configNames are the content-hashed names of workload wl's ConfigMap and Secret at revision n.
 func configNames(wl string, n int) (cm, secret string) {
@@ -212,14 +208,4 @@ func jobManifest(t testing.TB, wl string, n int) string {
 		s = strings.ReplaceAll(s, r[0], r[1])
 	}
 	return s
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

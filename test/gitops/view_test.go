@@ -72,12 +72,12 @@ func TestPruneOptions(t *testing.T) {
 			if tc.wantSynced {
 				want = "Synced"
 			}
-			st := w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool {
+			w.refreshAndWait("app reconciled and Healthy", func(s *cluster.AppStatus) bool {
 				return s.Sync.Revision == r.sha && s.Sync.Status != "" && s.Health.Status == "Healthy"
 			})
 			// A second look after a full resync period: the status is not a transient one.
 			time.Sleep(6 * time.Second)
-			st = w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool { return s.Sync.Revision == r.sha && s.Sync.Status != "" })
+			st := w.refreshAndWait("app "+want, func(s *cluster.AppStatus) bool { return s.Sync.Revision == r.sha && s.Sync.Status != "" })
 			if st.Sync.Status != want {
 				t.Errorf("app is %s, want %s: %s", st.Sync.Status, want, st.Summary())
 			}

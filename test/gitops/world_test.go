@@ -326,7 +326,6 @@ type observer struct {
 	mu      sync.Mutex
 	objects map[string]*objectRecord // Kind/name
 	synced  chan struct{}
-	once    sync.Once
 }
 
 func observe(ctx context.Context, e *env, ns string) *observer {
