@@ -187,3 +187,14 @@ func watchHookOrder(t *testing.T, e *env, ns, rollout string) *hookOrder {
 	ready.Wait()
 	return h
 }
+
+// TestControllerModeBlueGreen is TestControllerMode for a blueGreen Rollout (no steps at all,
+// autoPromotionEnabled false, a preview of each revision paused until promoted): the controller mode attaches every revision, revision 1
+// included, and Argo CD prunes none of them.
+func TestControllerModeBlueGreen(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "bg", BlueGreen: true}}})
+	startControllerMode(t, e, w.ns)
+	w.run(story{Rollout: "bg", OwnedFrom: 1})
+}
