@@ -198,3 +198,67 @@ func TestControllerModeBlueGreen(t *testing.T) {
 	startControllerMode(t, e, w.ns)
 	w.run(story{Rollout: "bg", OwnedFrom: 1})
 }
+
+// TestStepPluginPruneLast is the other setting for step-only users: the Application's
+// PruneLast=true sync option. It moves the prunes to a wave after the Rollout's, and Argo CD
+// waits for the Rollout to be Healthy before that wave; a paused canary is Suspended, so the
+// sync of revision 2 stays Running through the canary while revision 2's step (discover: {})
+// attaches revision 1's objects to revision 1's ReplicaSet, and after the promotion there is
+// nothing left to prune. The price: the sync operation holds until every canary is promoted.
+func TestStepPluginPruneLast(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	w := newWorld(t, e, appSpec{Workloads: []workload{{Kind: "Rollout", Name: "web", Step: "discover"}}})
+	sha1, err := w.repo.Commit("app", w.spec.files(t, 1), "revision 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.createApp("PruneLast=true")
+	if _, err := e.argocd.WaitSynced(ctxFor(t, 2*time.Minute), w.app, sha1, false); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRolloutHealthy("web", 1)
+	rs1 := w.revisionRS("web", 1)
+	sha2, err := w.repo.Commit("app", w.spec.files(t, 2), "revision 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.argocd.Refresh(ctxFor(t, 10*time.Second), w.app); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRolloutPaused("web", 2)
+	// The step attached revision 1's objects (discover) and revision 2's while the sync waits.
+	w.waitOwned("web", 2, time.Minute)
+	for _, k := range revisionKeys("web", 1) {
+		cluster.WaitUntil(t, ctxFor(t, time.Minute), 50*time.Millisecond, k+" owned by revision 1's ReplicaSet", func() (bool, string) {
+			r, ok := w.obs.get(k)
+			return ok && r.Deleted.IsZero() && ownedBy(r.Owners, rs1.UID), w.state("web", 1)[0]
+		})
+	}
+	st, err := e.argocd.App(ctxFor(t, 10*time.Second), w.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := st.OperationState != nil && st.OperationState.Phase == "Running"
+	t.Logf("mid-canary: operation %s: %s", map[bool]string{true: "Running", false: "not Running"}[running], st.Summary())
+	if !running {
+		t.Errorf("mid-canary the sync of revision 2 is not Running (PruneLast waits for the Rollout): %s", st.Summary())
+	}
+	pod, msg := w.restartPodOf(rs1)
+	if msg != "" {
+		t.Errorf("restarted stable pod %s of revision 1 cannot start: %s", pod.Name, msg)
+	}
+	w.promote("web", 2, false)
+	st = w.waitApp("the sync of revision 2 to finish", 2*time.Minute, func(s *cluster.AppStatus) bool { return s.Succeeded(sha2) })
+	var pruned []string
+	for _, r := range st.SyncResult() {
+		if r.Status == "Pruned" {
+			pruned = append(pruned, r.Kind+"/"+r.Name)
+		}
+	}
+	cm, sec := w.exists("web", 1)
+	if len(pruned) > 0 || !cm || !sec {
+		t.Errorf("after the promotion: pruned %v, revision 1's ConfigMap exists %v, Secret %v; want nothing pruned", pruned, cm, sec)
+	}
+	t.Logf("FIGURE %s rev=2 pruned=%d kept=2 (revision 1's, owned by %s); sync Running until the promotion", t.Name(), len(pruned), rs1.Name)
+}
