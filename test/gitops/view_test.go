@@ -1,7 +1,6 @@
 package gitops
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -174,7 +173,7 @@ spec:
 		t.Fatal(err)
 	}
 	owners := func(name string) []metav1.OwnerReference {
-		cm, err := e.kube.CoreV1().ConfigMaps(w.ns).Get(context.Background(), name, metav1.GetOptions{})
+		cm, err := e.kube.CoreV1().ConfigMaps(w.ns).Get(ctxFor(t, 10*time.Second), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
