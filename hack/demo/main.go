@@ -204,8 +204,15 @@ func (d *demo) keepRunning() {
 	fmt.Printf("  %s --kubeconfig %s get rollout,rs,cm,secret -n default\n", kubectl, kc)
 	fmt.Printf("  %s --kubeconfig %s get cm,secret -n default -l %s=true -o custom-columns='KIND:.kind,NAME:.metadata.name,OWNED BY:.metadata.ownerReferences[*].name'\n", kubectl, kc, cluster.LabelRevisioned)
 	fmt.Printf("  %s --kubeconfig %s describe rollout web -n default   # ConfigAttached events\n", kubectl, kc)
+	if d.argo != nil {
+		fmt.Printf("  %s --kubeconfig %s get application -n %s %s -o yaml   # Argo CD's view: sync, health, the last sync's result\n", kubectl, kc, cluster.ArgoCDNamespace, argoApp)
+		fmt.Printf("  git -C %s log --stat   # the revisions Argo CD synced\n", d.repo.Dir)
+	}
 	fmt.Printf("  export KUBECONFIG=%s   # for your own kubectl\n", kc)
 	fmt.Printf("logs: rollouts-controller %s\n      kube-apiserver %s\n", d.ctl.LogPath, d.c.LogPath("kube-apiserver"))
+	if d.argo != nil {
+		fmt.Printf("      argocd application-controller %s\n", d.argo.ControllerLog)
+	}
 	if d.mode != nil {
 		fmt.Printf("      controller mode %s (metrics and health on 127.0.0.1: %s)\n", d.mode.LogPath, strings.TrimPrefix(d.mode.HealthURL, "http://"))
 	}
