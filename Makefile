@@ -9,10 +9,10 @@ LDFLAGS  := -s -w -X github.com/configmap-attacher/configmap-attacher/plugin.Ver
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 # The control-plane parts the integration and end-to-end tests start (built from Go modules,
 # cached under $$HOME/.cache/configmap-attacher).
-TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm
+TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm argocd
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: build check test unit lint release binaries demo clean fuzz bench image soak docs
+.PHONY: build check test unit lint release binaries demo demo-argocd clean fuzz bench image soak docs
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -52,6 +52,16 @@ demo: build
 	@echo "compiling hack/demo (the first time: a minute or two) ..."
 	go build -o bin/demo ./hack/demo
 	bin/demo -plugin $(BIN)$(if $(filter-out 0 false no,$(KEEP)), -keep)
+
+## demo-argocd: the same story through the real Argo CD v3.2.6 (application controller, repo
+## server, miniredis; hack/build-binaries.sh argocd, about 3.5 minutes the first time): every
+## revision is a commit to a file:// Git repository that an Application syncs with automated
+## sync and prune; the ownership tree is printed after each sync. KEEP=1 as for demo.
+demo-argocd: build
+	hack/build-binaries.sh $(DEMO_COMPONENTS) argocd
+	@echo "compiling hack/demo (the first time: a minute or two) ..."
+	go build -o bin/demo ./hack/demo
+	bin/demo -argocd -plugin $(BIN)$(if $(filter-out 0 false no,$(KEEP)), -keep)
 
 ## lint: gofmt, go vet, go mod tidy -diff and golangci-lint (.golangci.yml says which linters
 ## and why).

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -262,42 +264,18 @@ func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...Controller
 			return nil
 		})
 	}
-	list("statefulsets.apps", func(ctx context.Context) error {
-		l, err := a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.StatefulSets = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("daemonsets.apps", func(ctx context.Context) error {
-		l, err := a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.DaemonSets = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("jobs.batch", func(ctx context.Context) error {
-		l, err := a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.Jobs = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
-	list("cronjobs.batch", func(ctx context.Context) error {
-		l, err := a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			mu.Lock()
-			in.CronJobs = l.Items
-			mu.Unlock()
-		}
-		return err
-	})
+	listInto(list, &mu, "statefulsets.apps", &in.StatefulSets, func(ctx context.Context) (*appsv1.StatefulSetList, error) {
+		return a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	}, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items })
+	listInto(list, &mu, "daemonsets.apps", &in.DaemonSets, func(ctx context.Context) (*appsv1.DaemonSetList, error) {
+		return a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+	}, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items })
+	listInto(list, &mu, "jobs.batch", &in.Jobs, func(ctx context.Context) (*batchv1.JobList, error) {
+		return a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	}, func(l *batchv1.JobList) []batchv1.Job { return l.Items })
+	listInto(list, &mu, "cronjobs.batch", &in.CronJobs, func(ctx context.Context) (*batchv1.CronJobList, error) {
+		return a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
+	}, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items })
 	g.Go(func() error {
 		pods, err := a.barePods(gctx, ns)
 		mu.Lock()
@@ -327,6 +305,21 @@ func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...Controller
 		return nil, err
 	}
 	return NewUsage(ns, in), nil
+}
+
+// listInto runs one list of ReadUsage (through list: the deadline, the retries and the error
+// wording) and stores its items in dst under mu.
+func listInto[L any, T any](list func(string, func(context.Context) error), mu *sync.Mutex, what string, dst *[]T,
+	get func(context.Context) (L, error), items func(L) []T) {
+	list(what, func(ctx context.Context) error {
+		l, err := get(ctx)
+		if err == nil {
+			mu.Lock()
+			*dst = items(l)
+			mu.Unlock()
+		}
+		return err
+	})
 }
 
 // controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet

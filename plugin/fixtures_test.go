@@ -1,13 +1,7 @@
 package plugin
 
 import (
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
 const testNS = fixtures.Namespace
-
-// clientsOf serves both clients from one typed fake.
-func clientsOf(c kubernetes.Interface) Clients { return Clients{Kube: c, Meta: fakemeta.New(c)} }

@@ -9,8 +9,12 @@
 //	make demo          # builds what it needs, runs, tears down
 //	make demo KEEP=1   # keeps the cluster up until Ctrl-C, prints kubectl commands
 //
+// With -argocd (`make demo-argocd`) every revision is instead a commit to a file:// Git
+// repository that the real Argo CD (test/support/cluster StartArgoCD) syncs with automated sync and
+// prune, and the tree is printed after each sync (argocd.go).
+//
 // Flags: -plugin (the built plugin binary; built into a temporary directory when empty),
-// -keep. Every process it starts is stopped by PID at the end, also on failure or Ctrl-C. On
+// -keep, -argocd. Every process it starts is stopped by PID at the end, also on failure or Ctrl-C. On
 // failure it exits 1 with the reason and the log files of the controller and the control plane
 // (kept).
 package main
@@ -37,8 +41,9 @@ import (
 func main() {
 	keep := flag.Bool("keep", false, "keep the cluster running after the demo, until SIGINT or SIGTERM (Ctrl-C)")
 	plugin := flag.String("plugin", "", "the plugin binary (default: build it into a temporary directory)")
+	argocd := flag.Bool("argocd", false, "sync every revision from a Git repository with the real Argo CD (make demo-argocd)")
 	flag.Parse()
-	os.Exit(run(*keep, *plugin))
+	os.Exit(run(*keep, *plugin, *argocd))
 }
 
 // demo is the running environment and what the demo has created so far.
@@ -54,18 +59,31 @@ type demo struct {
 	kube    kubernetes.Interface
 	ro      rolloutsclient.Interface
 
+	// argo and repo: the -argocd variant's Argo CD and Git repository.
+	argo *cluster.ArgoCD
+	repo *cluster.GitRepo
+
 	revs       map[int]*revision
 	pluginPIDs map[int]bool // plugin processes seen under the controller
 }
 
-func run(keep bool, plugin string) int {
+func run(keep bool, plugin string, argocd bool) int {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	d := &demo{ctx: ctx, start: time.Now(), plugin: plugin, revs: map[int]*revision{}, pluginPIDs: map[int]bool{}}
-	fmt.Printf("configmap-attacher demo: canary Rollout %s/%s through %d revisions, each with its own ConfigMap and Secret\n\n", namespace, appName, revisions)
+	via := ""
+	if argocd {
+		via = ", synced from Git by Argo CD " + cluster.ArgoCDVersion
+	}
+	fmt.Printf("configmap-attacher demo: canary Rollout %s/%s through %d revisions, each with its own ConfigMap and Secret%s\n\n", namespace, appName, revisions, via)
 
 	err := d.setup()
-	if err == nil {
+	if err == nil && argocd {
+		err = d.startArgoCD()
+	}
+	if err == nil && argocd {
+		err = d.scenarioArgoCD()
+	} else if err == nil {
 		err = d.scenario()
 	}
 	code := 0
@@ -182,8 +200,15 @@ func (d *demo) keepRunning() {
 	fmt.Printf("  %s --kubeconfig %s get rollout,rs,cm,secret -n default\n", kubectl, kc)
 	fmt.Printf("  %s --kubeconfig %s get cm,secret -n default -l %s=true -o custom-columns='KIND:.kind,NAME:.metadata.name,OWNED BY:.metadata.ownerReferences[*].name'\n", kubectl, kc, cluster.LabelRevisioned)
 	fmt.Printf("  %s --kubeconfig %s describe rollout web -n default   # ConfigAttached events\n", kubectl, kc)
+	if d.argo != nil {
+		fmt.Printf("  %s --kubeconfig %s get application -n %s %s -o yaml   # Argo CD's view: sync, health, the last sync's result\n", kubectl, kc, cluster.ArgoCDNamespace, argoApp)
+		fmt.Printf("  git -C %s log --stat   # the revisions Argo CD synced\n", d.repo.Dir)
+	}
 	fmt.Printf("  export KUBECONFIG=%s   # for your own kubectl\n", kc)
 	fmt.Printf("logs: rollouts-controller %s\n      kube-apiserver %s\n", d.ctl.LogPath, d.c.LogPath("kube-apiserver"))
+	if d.argo != nil {
+		fmt.Printf("      argocd application-controller %s\n", d.argo.ControllerLog)
+	}
 	if d.mode != nil {
 		fmt.Printf("      controller mode %s (metrics and health on 127.0.0.1: %s)\n", d.mode.LogPath, strings.TrimPrefix(d.mode.HealthURL, "http://"))
 	}
@@ -218,6 +243,7 @@ func (d *demo) notePluginPIDs() {
 func (d *demo) teardown() {
 	t0 := time.Now()
 	var stopped []string
+	stopped = append(stopped, d.stopArgoCD()...)
 	if d.kubelet != nil {
 		d.kubelet.Stop()
 	}

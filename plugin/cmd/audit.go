@@ -2,12 +2,9 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,11 +27,12 @@ type Audit struct {
 type auditOptions struct {
 	namespace, rollout string
 	all, fix           bool
-	output, selector   string
+	output             string
+	selector           *selectorFlag
 	requireOptIn       bool
-	optInSelector      string
+	optInSelector      *selectorFlag
 	logLevel           string
-	workloads          string
+	workloads          *workloadsFlag
 	client             plugin.ClientOptions
 }
 
@@ -68,6 +66,8 @@ const auditUsage = "Usage: configmap-attacher audit (-namespace NS [-rollout NAM
 func (c *Audit) FlagSet() *flag.FlagSet { return c.flags(&auditOptions{}) }
 
 func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
+	o.selector, o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
+	o.workloads = newWorkloads("rollouts,deployments")
 	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollouts to audit")
@@ -76,10 +76,10 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.BoolVar(&o.all, "all-namespaces", false, "same as -A")
 	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
-	fs.StringVar(&o.selector, "selector", "", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
+	fs.Var(o.selector, "selector", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
-	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
-	fs.StringVar(&o.workloads, "workloads", "rollouts,deployments", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
+	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
+	fs.Var(o.workloads, "workloads", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
 	kubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	fs.Usage = func() {
@@ -101,31 +101,23 @@ func (c *Audit) Main(args []string) int {
 		c.Stderr = io.Discard
 	}
 	var o auditOptions
+	var req auditRequest
 	fs := c.flags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage // the flag package has printed the problem and the usage
-	}
-	req, problems := o.validate(fs, c.Stderr)
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %s\n", p)
-		}
-		fmt.Fprintf(c.Stderr, "Run configmap-attacher audit -help for usage.\n")
-		return ExitUsage
+	err := parseArgs(spec{name: "configmap-attacher audit", usage: auditUsage, fs: fs, validate: func() []string {
+		var problems []string
+		req, problems = o.validate(c.Stderr)
+		return problems
+	}}, args, c.Stderr)
+	if err != nil {
+		return exitCode(err)
 	}
 	return c.run(context.Background(), req)
 }
 
 // validate turns the parsed flags into a request; it returns every problem at once.
-func (o *auditOptions) validate(fs *flag.FlagSet, logOut io.Writer) (auditRequest, []string) {
+func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 	req := auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, json: o.output == "json", client: o.client}
 	var problems []string
-	if fs.NArg() > 0 {
-		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", fs.Arg(0)))
-	}
 	switch {
 	case o.all && (o.namespace != "" || o.rollout != ""):
 		problems = append(problems, "-A audits every namespace: do not combine it with -namespace or -rollout")
@@ -135,41 +127,19 @@ func (o *auditOptions) validate(fs *flag.FlagSet, logOut io.Writer) (auditReques
 	if o.output != "text" && o.output != "json" {
 		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
 	}
-	if o.selector != "" {
-		sel, err := labels.Parse(o.selector)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
-		case !plugin.Positive(sel):
-			problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, plugin.NotPositive))
-		default:
-			req.selector = sel
-		}
+	// The audit reports with the policy's opt-in selector unless -selector names another.
+	req.selector = o.selector.Selector()
+	if req.selector == nil {
+		req.selector = o.optInSelector.Selector()
 	}
-	req.policy.RequireOptIn = o.requireOptIn
-	if sel, err := labels.Parse(o.optInSelector); err != nil {
-		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
-	} else if !plugin.Positive(sel) {
-		problems = append(problems, fmt.Sprintf("-opt-in-selector %q %s", o.optInSelector, plugin.NotPositive))
-	} else {
-		req.policy.OptIn = sel
-		if o.selector == "" {
-			// The audit reports with the policy's opt-in selector unless -selector names another.
-			req.selector = sel
-		}
-	}
-	kinds, kindProblems := ParseWorkloads(o.workloads)
-	problems = append(problems, kindProblems...)
-	req.kinds = kinds
-	fs.Visit(func(f *flag.Flag) { req.explicitKinds = req.explicitKinds || f.Name == "workloads" })
-	if o.rollout != "" && !slices.Contains(kinds, plugin.KindRollout) {
+	req.policy = plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()}
+	req.kinds, req.explicitKinds = o.workloads.kinds, o.workloads.set
+	if o.rollout != "" && !o.workloads.Has(plugin.KindRollout) {
 		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")
 	}
 	req.log = logrus.New()
 	req.log.SetOutput(logOut)
-	if err := ConfigureLogger(req.log, o.logLevel, "text"); err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems = append(problems, loggerProblems(req.log, o.logLevel, "text")...)
 	return req, problems
 }
 
@@ -207,32 +177,4 @@ func (c *Audit) run(ctx context.Context, req auditRequest) int {
 		return ExitFail
 	}
 	return ExitOK
-}
-
-// ParseWorkloads reads a -workloads value ("rollouts,deployments") into workload kinds
-// (plugin.KindRollout, plugin.KindDeployment), reporting every unknown word.
-func ParseWorkloads(v string) ([]string, []string) {
-	var kinds, problems []string
-	for _, w := range strings.Split(v, ",") {
-		w = strings.TrimSpace(w)
-		if w == "" {
-			continue
-		}
-		switch strings.ToLower(w) {
-		case "rollouts", "rollout":
-			if !slices.Contains(kinds, plugin.KindRollout) {
-				kinds = append(kinds, plugin.KindRollout)
-			}
-		case "deployments", "deployment":
-			if !slices.Contains(kinds, plugin.KindDeployment) {
-				kinds = append(kinds, plugin.KindDeployment)
-			}
-		default:
-			problems = append(problems, fmt.Sprintf("-workloads: %q is not a workload kind: use rollouts, deployments or both (rollouts,deployments)", w))
-		}
-	}
-	if len(kinds) == 0 && len(problems) == 0 {
-		problems = append(problems, "-workloads is empty: use rollouts, deployments or both (rollouts,deployments)")
-	}
-	return kinds, problems
 }

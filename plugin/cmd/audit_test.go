@@ -58,8 +58,8 @@ func TestAuditUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
 		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
 		{"bad opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", "a in (b"}, `-opt-in-selector "a in (b"`},
-		{"negative-only opt-in selector", []string{"-namespace", "shop", "-require-opt-in", "-opt-in-selector", "!team"}, `-opt-in-selector "!team" ` + plugin.NotPositive},
-		{"empty opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", ""}, `-opt-in-selector "" ` + plugin.NotPositive},
+		{"negative-only opt-in selector", []string{"-namespace", "shop", "-require-opt-in", "-opt-in-selector", "!team"}, `-opt-in-selector "!team": ` + plugin.NotPositive},
+		{"empty opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", ""}, `-opt-in-selector "": ` + plugin.NotPositive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewClientset()
@@ -87,7 +87,7 @@ func TestAuditReportsEveryProblem(t *testing.T) {
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d", code, ExitUsage)
 	}
-	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads: "statefulsets"`, `log level "loud"`} {
+	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads "statefulsets": "statefulsets" is not a workload kind`, `log level "loud"`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -182,7 +182,7 @@ func TestAuditWorkloadsFlag(t *testing.T) {
 	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, `"statefulsets" is not a workload kind`) {
 		t.Errorf("bad -workloads: exit %d %s", code, stderr)
 	}
-	if _, problems := ParseWorkloads(" , "); len(problems) != 1 || !strings.Contains(problems[0], "-workloads is empty") {
+	if _, problems := ParseWorkloads(" , "); len(problems) != 1 || !strings.Contains(problems[0], "names no workload kind") {
 		t.Errorf("empty -workloads: %v", problems)
 	}
 }
@@ -205,7 +205,7 @@ func TestAuditFlagSet(t *testing.T) {
 		t.Errorf("%d flags, want %d", n, len(want))
 	}
 	fs.Usage()
-	if !strings.HasPrefix(errb.String(), "Usage: configmap-attacher audit") || !strings.Contains(errb.String(), "-workloads string") {
+	if !strings.HasPrefix(errb.String(), "Usage: configmap-attacher audit") || !strings.Contains(errb.String(), "-workloads value") {
 		t.Errorf("usage:\n%s", errb.String())
 	}
 	if (&Audit{}).FlagSet() == fs {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -93,14 +92,14 @@ func TestControllerFlagProblems(t *testing.T) {
 		`unexpected argument "extra"`,
 		`-namespaces: "Shop" is not a valid namespace name`,
 		`-namespaces: "a" is listed twice`,
-		`-selector "" selects every object without a given label`,
-		`-workloads: unknown kind "statefulsets"`,
+		`-selector "": selects every object without a given label`,
+		`-workloads "rollouts,statefulsets": "statefulsets" is not a workload kind`,
 		`-leader-elect outside a cluster needs -leader-election-namespace`,
 		`-leader-election-lease-duration (5s) must be greater than -leader-election-renew-deadline (10s)`,
 		`-metrics-addr "8080"`,
-		`-workers 0 must be at least 1`,
+		`-workers 0: must be at least 1`,
 		`log format "xml"`,
-		"Usage: configmap-attacher controller",
+		"Run configmap-attacher controller -help for usage.",
 	} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
@@ -176,18 +175,6 @@ func TestControllerLeaseNamespaceInCluster(t *testing.T) {
 	}
 }
 
-func TestControllerTransientDiscovery(t *testing.T) {
-	for err, want := range map[error]bool{
-		errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"):                       true,
-		apierrors.NewServiceUnavailable("starting"):                                              true,
-		apierrors.NewForbidden(schema.GroupResource{Resource: "rollouts"}, "", errors.New("no")): false,
-	} {
-		if transientDiscovery(err) != want {
-			t.Errorf("transientDiscovery(%v) = %v, want %v", err, !want, want)
-		}
-	}
-}
-
 // A watched namespace whose list is forbidden (its Role missing) neither stops the controller
 // nor makes it exit: /readyz answers 200 and names the namespace and the resources that did
 // not sync, /metrics has its scope_synced series at 0, and SIGTERM still exits 0.
@@ -258,29 +245,5 @@ func TestControllerReadyzNamesUnsyncedNamespace(t *testing.T) {
 	cancel()
 	if code := <-done; code != ExitOK {
 		t.Errorf("exit %d after shutdown:\n%s", code, errb.String())
-	}
-}
-
-type readiness struct {
-	ready  bool
-	detail string
-}
-
-func (r readiness) Readiness() (bool, string) { return r.ready, r.detail }
-
-func TestControllerReadyzHandler(t *testing.T) {
-	for _, tc := range []struct {
-		r    readiness
-		code int
-	}{
-		{readiness{false, "caches not synced\nnot synced: namespace a: secrets"}, http.StatusServiceUnavailable},
-		{readiness{true, "ok: serving 1 of 2 namespaces\nnot synced: namespace a: secrets"}, http.StatusOK},
-		{readiness{true, "ok"}, http.StatusOK},
-	} {
-		w := httptest.NewRecorder()
-		readyz(tc.r)(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		if w.Code != tc.code || w.Body.String() != tc.r.detail+"\n" {
-			t.Errorf("%+v: %d %q", tc.r, w.Code, w.Body.String())
-		}
 	}
 }

@@ -33,9 +33,9 @@ func (c *Install) FlagSet() *flag.FlagSet {
 	return fs
 }
 
-// validate checks the arguments: exactly one, the directory, not a flag.
+// validate checks the positional arguments: exactly one, the directory.
 func (c *Install) validate(args []string) []string {
-	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
+	if len(args) != 1 || args[0] == "" {
 		return []string{fmt.Sprintf("want exactly one argument, the directory to install into; got %q", args)}
 	}
 	return nil
@@ -44,24 +44,17 @@ func (c *Install) validate(args []string) []string {
 // Main runs install-plugin with the arguments after "install-plugin" and returns the
 // process's exit code: 0 installed (or -help), 1 failed, 2 bad arguments.
 func (c *Install) Main(args []string) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprint(c.Stdout, installUsage)
-		return ExitOK
-	}
-	if problems := c.validate(args); len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintf(c.Stderr, "install-plugin: %s\n", p)
-		}
-		fmt.Fprintf(c.Stderr, "\n%s", installUsage)
-		return ExitUsage
+	fs := c.FlagSet()
+	if err := parseArgs(spec{name: "configmap-attacher install-plugin", usage: installUsage, fs: fs, args: c.validate}, args, c.Stderr); err != nil {
+		return exitCode(err)
 	}
 	in := c.Installer
 	if in == nil {
 		in = &install.Installer{}
 	}
-	r, err := in.Install(args[0])
+	r, err := in.Install(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "install-plugin: %v\n", err)
+		fmt.Fprintf(c.Stderr, "configmap-attacher install-plugin: %v\n", err)
 		return ExitFail
 	}
 	fmt.Fprintf(c.Stdout, "installed %s (%d bytes, sha256 %s)\n", r.Path, r.Size, r.SHA256)

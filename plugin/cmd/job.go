@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -36,9 +34,9 @@ type jobOptions struct {
 	rollout, namespace, configMaps, secrets string
 	allowUnreferenced, version, dryRun      bool
 	discover                                bool
-	selector                                string
+	selector, optInSelector                 *selectorFlag
 	requireOptIn                            bool
-	optInSelector, expectAnnotation         string
+	expectAnnotation                        string
 	timeout                                 time.Duration
 	client                                  plugin.ClientOptions
 	logLevel, logFormat                     string
@@ -59,6 +57,7 @@ const jobUsage = "Usage: configmap-attacher -rollout NAME -namespace NS [-config
 func (c *Job) FlagSet() *flag.FlagSet { return c.flags(&jobOptions{}) }
 
 func (c *Job) flags(o *jobOptions) *flag.FlagSet {
+	o.selector, o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
@@ -67,9 +66,9 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.secrets, "secrets", "", "comma-separated Secret names")
 	fs.BoolVar(&o.allowUnreferenced, "allow-unreferenced", false, "attach listed objects even if the ReplicaSet's pod template does not reference them")
 	fs.BoolVar(&o.discover, "discover", false, "also attach every opted-in object (see -selector) that any ReplicaSet of the Rollout still in history references")
-	fs.StringVar(&o.selector, "selector", "", "label selector of the objects -discover may adopt (default "+plugin.OptInLabel+"=true)")
+	fs.Var(o.selector, "selector", "label selector of the objects -discover may adopt (default "+plugin.OptInLabel+"=true)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "refuse to write an owner reference on any object that does not match -opt-in-selector (listed objects that do not fail the run; discovery adopts only matching ones)")
-	fs.StringVar(&o.optInSelector, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects, for -require-opt-in")
+	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects, for -require-opt-in")
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
@@ -77,7 +76,7 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	logFlags(fs, &o.logLevel, &o.logFormat)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprint(c.Stderr, jobUsage)
+		fmt.Fprint(fs.Output(), jobUsage)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -87,30 +86,24 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 // 1 failed or timed out, 2 bad usage.
 func (c *Job) Main(args []string) int {
 	var o jobOptions
+	var req job.Request
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
 	fs := c.flags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
+	err := parseArgs(spec{name: "configmap-attacher", usage: jobUsage, fs: fs, validate: func() []string {
+		if o.version {
+			return nil
 		}
-		return ExitUsage // the flag package has printed the problem and the usage
+		var problems []string
+		req, problems = o.validate()
+		return append(problems, loggerProblems(log, o.logLevel, o.logFormat)...)
+	}}, args, c.Stderr)
+	if err != nil {
+		return exitCode(err)
 	}
 	if o.version {
 		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
 		return ExitOK
-	}
-	log := logrus.New()
-	log.SetOutput(c.Stderr)
-	if err := ConfigureLogger(log, o.logLevel, o.logFormat); err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
-		return ExitUsage
-	}
-	req, problems := o.validate(fs.Args())
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintf(c.Stderr, "configmap-attacher: %s\n", p)
-		}
-		fmt.Fprintf(c.Stderr, "Run configmap-attacher -help for usage.\n")
-		return ExitUsage
 	}
 	getenv := c.Getenv
 	if getenv == nil {
@@ -144,11 +137,8 @@ func (c *Job) Main(args []string) int {
 
 // validate turns the flags and the remaining arguments into the core's request; it returns
 // every problem at once.
-func (o *jobOptions) validate(rest []string) (job.Request, []string) {
+func (o *jobOptions) validate() (job.Request, []string) {
 	var problems []string
-	if len(rest) > 0 {
-		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags, e.g. -configmaps %s", rest[0], rest[0]))
-	}
 	if o.rollout == "" {
 		problems = append(problems, "-rollout is required: the name of the Rollout")
 	} else if errs := validation.IsDNS1123Subdomain(o.rollout); len(errs) > 0 {
@@ -162,18 +152,14 @@ func (o *jobOptions) validate(rest []string) (job.Request, []string) {
 	cfg := plugin.Config{ConfigMaps: splitList(o.configMaps), Secrets: splitList(o.secrets), AllowUnreferenced: o.allowUnreferenced, Timeout: plugin.Duration{Duration: o.timeout}, DryRun: o.dryRun}
 	if o.discover {
 		cfg.Discover = &plugin.Discover{}
-		if o.selector != "" {
-			sel, err := metav1.ParseToLabelSelector(o.selector)
+		if o.selector.Selector() != nil {
+			sel, err := metav1.ParseToLabelSelector(o.selector.String())
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("-selector %q: %v", o.selector, err))
-			} else {
-				cfg.Discover.Selector = sel
-				if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && !plugin.Positive(s) {
-					problems = append(problems, fmt.Sprintf("-selector %q %s", o.selector, plugin.NotPositive))
-				}
 			}
+			cfg.Discover.Selector = sel
 		}
-	} else if o.selector != "" {
+	} else if o.selector.Selector() != nil {
 		problems = append(problems, "-selector only applies with -discover")
 	}
 	if len(cfg.ConfigMaps)+len(cfg.Secrets) == 0 && !o.discover {
@@ -186,14 +172,7 @@ func (o *jobOptions) validate(rest []string) (job.Request, []string) {
 	} else if o.timeout > jobMaxTimeout {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be at most 1h (a Sync hook holds the Argo CD sync while it waits, and the Rollouts controller creates the ReplicaSet in seconds), e.g. -timeout 5m", o.timeout))
 	}
-	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn}}
-	if sel, err := labels.Parse(o.optInSelector); err != nil {
-		problems = append(problems, fmt.Sprintf("-opt-in-selector %q: %v", o.optInSelector, err))
-	} else if !plugin.Positive(sel) {
-		problems = append(problems, fmt.Sprintf("-opt-in-selector %q %s", o.optInSelector, plugin.NotPositive))
-	} else {
-		req.Policy.OptIn = sel
-	}
+	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()}}
 	if o.expectAnnotation != "" {
 		k, v, ok := strings.Cut(o.expectAnnotation, "=")
 		if !ok || k == "" {

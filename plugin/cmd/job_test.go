@@ -99,13 +99,13 @@ func TestJobReportsEveryProblem(t *testing.T) {
 		want []string
 	}{
 		{"missing names", []string{"-configmaps", "Bad_Name,a,a", "-timeout", "0s", "-opt-in-selector", "!x", "-expect-template-annotation", "novalue", "extra"}, []string{
+			`configmap-attacher: -opt-in-selector "!x": selects every object without a given label`,
 			`configmap-attacher: unexpected argument "extra"`,
 			"configmap-attacher: -rollout is required",
 			"configmap-attacher: -namespace is required",
 			`configmap-attacher: -configmaps[0]: "Bad_Name" is not a valid object name`,
 			`configmap-attacher: -configmaps[2]: "a" is listed twice`,
 			"configmap-attacher: -timeout 0s: must be at least 1s",
-			`configmap-attacher: -opt-in-selector "!x" selects every object without a given label`,
 			`configmap-attacher: -expect-template-annotation "novalue": want KEY=VALUE`,
 		}},
 		{"invalid names", []string{"-rollout", "Web_1", "-namespace", "shop.prod", "-configmaps", "a", "-timeout", "24h"}, []string{
@@ -147,8 +147,8 @@ func TestJobValidateAccepts(t *testing.T) {
 		{"digits", jobOptions{rollout: "0web", namespace: "0shop", configMaps: "a", timeout: time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.optInSelector = plugin.OptInLabel + "=true"
-			req, problems := tc.o.validate(nil)
+			tc.o.selector, tc.o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
+			req, problems := tc.o.validate()
 			if len(problems) > 0 {
 				t.Fatalf("problems: %q", problems)
 			}

@@ -1,7 +1,9 @@
 // Package cmd holds the commands of the configmap-attacher binary: the Job (command line),
-// audit, the controller, install-plugin and the step plugin's own arguments. Each is
-// options → validate (every problem at once) → run; the work itself is done by the core in
-// package plugin and its subpackages. main.go only dispatches to them.
+// audit, the controller, install-plugin and the step plugin's own arguments. Each has the
+// skeleton of command.go: options bound to flags → parse and validate (every problem at once,
+// one selector flag type, one -workloads grammar) → run, with the same exit codes; the work
+// itself is done by the core in package plugin and the mode packages beside it. main.go only
+// dispatches to them.
 package cmd
 
 import (
@@ -46,4 +48,19 @@ func kubeconfigFlag(fs *flag.FlagSet, p *string) {
 func logFlags(fs *flag.FlagSet, level, format *string) {
 	fs.StringVar(level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(format, "log-format", "text", "log format: text or json")
+}
+
+// loggerProblems configures log from -log-level and -log-format and returns their problems.
+func loggerProblems(log *logrus.Logger, level, format string) []string {
+	var problems []string
+	if err := ConfigureLogger(log, level, "text"); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := ConfigureLogger(log, "info", format); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) == 0 {
+		_ = ConfigureLogger(log, level, format)
+	}
+	return problems
 }

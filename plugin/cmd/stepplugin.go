@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
@@ -16,7 +15,7 @@ import (
 
 // StepPlugin is the step plugin as the Argo Rollouts controller starts it
 // (ARGO_ROLLOUTS_RPC_PLUGIN=step): it reads the plugin's args from argo-rollouts-config
-// (stepPlugins[].args), then serves plugin.Step over go-plugin (rpc.Serve) until the
+// (stepPlugins[].args), then serves step.Step over go-plugin (rpc.Serve) until the
 // controller stops it.
 type StepPlugin struct {
 	// Stderr must be the process's original standard error: go-plugin swaps os.Stderr for a
@@ -36,7 +35,7 @@ type stepPluginOptions struct {
 	Policy plugin.Policy
 
 	qps   float64
-	optIn string
+	optIn *selectorFlag
 }
 
 const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-attacher as a step plugin with the args of\n" +
@@ -46,6 +45,7 @@ const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-at
 func (c *StepPlugin) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{}) }
 
 func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
+	o.optIn = newSelector(plugin.OptInLabel + "=true")
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	kubeconfigFlag(fs, &o.Client.Kubeconfig)
@@ -54,7 +54,7 @@ func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
 	logFlags(fs, &o.LogLevel, &o.LogFormat)
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
 	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
-	fs.StringVar(&o.optIn, "opt-in-selector", plugin.OptInLabel+"=true", "label selector of opted-in objects")
+	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), stepPluginUsage)
 		fs.PrintDefaults()
@@ -68,23 +68,15 @@ func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
 func (c *StepPlugin) parse(args []string) (stepPluginOptions, error) {
 	var o stepPluginOptions
 	fs := c.flags(&o)
-	var problems []string
-	fs.SetOutput(io.Discard) // each problem once, below; the usage once
-	// A value the flag package rejects leaves the flag as it was, so that it is reported once
-	// (by the flag package) and not again by validate (strconv's zero).
-	fs.VisitAll(func(f *flag.Flag) { f.Value = keepOnError{f.Value} })
-	rest := args
-	for {
-		err := fs.Parse(rest)
-		if err == nil {
-			break
+	problems, help := collectParse(fs, args)
+	for i, p := range problems {
+		if strings.HasPrefix(p, "-") && !strings.HasPrefix(p, "--") {
+			problems[i] = "-" + p // plugin args are written --name in argo-rollouts-config
 		}
-		problems = append(problems, err.Error())
-		if next := fs.Args(); len(next) < len(rest) {
-			rest = next
-		} else {
-			rest = rest[1:] // a bad flag syntax is not consumed by the flag package
-		}
+	}
+	if help {
+		// The controller starts the plugin; nobody reads a help text, so -help is a bad arg.
+		problems = append(problems, flag.ErrHelp.Error())
 	}
 	fs.SetOutput(c.Stderr)
 	if len(problems) > 0 {
@@ -100,24 +92,6 @@ func (c *StepPlugin) parse(args []string) (stepPluginOptions, error) {
 	return o, nil
 }
 
-// keepOnError is a flag.Value that keeps its value when Set fails.
-type keepOnError struct{ flag.Value }
-
-func (v keepOnError) Set(s string) error {
-	before := v.String()
-	err := v.Value.Set(s)
-	if err != nil {
-		_ = v.Value.Set(before)
-	}
-	return err
-}
-
-// IsBoolFlag keeps boolean flags usable without a value (-require-opt-in).
-func (v keepOnError) IsBoolFlag() bool {
-	b, ok := v.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
 // validate checks the values in flag order and returns every problem.
 func (o *stepPluginOptions) validate() []string {
 	var problems []string
@@ -129,22 +103,11 @@ func (o *stepPluginOptions) validate() []string {
 			problems = append(problems, fmt.Sprintf("%s %v: must be positive", p.name, p.v))
 		}
 	}
-	if err := ConfigureLogger(logrus.New(), o.LogLevel, "text"); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if err := ConfigureLogger(logrus.New(), "info", o.LogFormat); err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems = append(problems, loggerProblems(logrus.New(), o.LogLevel, o.LogFormat)...)
 	if o.Concurrency <= 0 {
 		problems = append(problems, fmt.Sprintf("--concurrency %v: must be positive", o.Concurrency))
 	}
-	if sel, err := labels.Parse(o.optIn); err != nil {
-		problems = append(problems, fmt.Sprintf("--opt-in-selector %q: %v", o.optIn, err))
-	} else if !plugin.Positive(sel) {
-		problems = append(problems, fmt.Sprintf("--opt-in-selector %q %s", o.optIn, plugin.NotPositive))
-	} else {
-		o.Policy.OptIn = sel
-	}
+	o.Policy.OptIn = o.optIn.Selector()
 	o.Client.QPS = float32(o.qps)
 	return problems
 }

@@ -33,9 +33,9 @@ func TestStepPluginArgs(t *testing.T) {
 	if o, _ := parseStepArgs(nil, io.Discard); o.Policy.RequireOptIn || o.Policy.OptIn.String() != plugin.OptInLabel+"=true" {
 		t.Errorf("default policy = %+v", o.Policy)
 	}
-	// Every problem at once, in flag order.
+	// Every problem at once: the flag package's in the order of the args, then the values in flag order.
 	_, err = parseStepArgs([]string{"--qps", "0", "--burst", "0", "--opt-in-selector", ""}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--qps 0: must be positive; --burst 0: must be positive; --opt-in-selector \"\" selects every object without a given label") {
+	if err == nil || !strings.Contains(err.Error(), "--opt-in-selector \"\": selects every object without a given label (or everything): give a label objects must carry, such as configmap-attacher/revisioned=true; --qps 0: must be positive; --burst 0: must be positive") {
 		t.Errorf("all problems: %v", err)
 	}
 	for _, args := range [][]string{{"--qps", "-1"}, {"--qps", "0"}, {"--burst", "0"}, {"--concurrency", "0"}, {"--bogus"}, {"extra"}, {"--opt-in-selector", "a in (b"},
@@ -57,14 +57,14 @@ func TestStepPluginArgsEveryProblem(t *testing.T) {
 	_, err := parseStepArgs([]string{"--bogus", "--qps", "fast", "---x", "--burst", "0", "--opt-in-selector", "!a", "--log-format", "xml", "--log-level", "loud", "--concurrency", "-2", "extra"}, &stderr)
 	want := "plugin args in argo-rollouts-config: " +
 		"flag provided but not defined: -bogus; " +
-		`invalid value "fast" for flag -qps: parse error; ` +
+		`--qps "fast": parse error; ` +
 		"bad flag syntax: ---x; " +
+		`--opt-in-selector "!a": ` + plugin.NotPositive + "; " +
 		`unexpected argument "extra"; ` +
 		"--burst 0: must be positive; " +
 		`log level "loud": use debug, info, warn or error; ` +
 		`log format "xml": use text or json; ` +
-		"--concurrency -2: must be positive; " +
-		`--opt-in-selector "!a" ` + plugin.NotPositive
+		"--concurrency -2: must be positive"
 	if err == nil || err.Error() != want {
 		t.Errorf("error\n%v\nwant\n%s", err, want)
 	}

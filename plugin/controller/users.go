@@ -84,11 +84,7 @@ func templateIndex(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	keys := make([]string, len(t.Refs))
-	for i, o := range t.Refs {
-		keys[i] = Key{t.Namespace, o.Kind, o.Name}.String()
-	}
-	return keys, nil
+	return refKeys(t.Namespace, t.Refs), nil
 }
 
 // compactWorkload is the workload caches' transform: name, UID, resourceVersion and whether

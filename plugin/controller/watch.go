@@ -137,11 +137,16 @@ func refIndex(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	keys := make([]string, len(rs.Refs))
-	for i, o := range rs.Refs {
-		keys[i] = Key{rs.Namespace, o.Kind, o.Name}.String()
+	return refKeys(rs.Namespace, rs.Refs), nil
+}
+
+// refKeys are the index keys of the objects a template in ns references.
+func refKeys(ns string, refs []plugin.Object) []string {
+	keys := make([]string, len(refs))
+	for i, o := range refs {
+		keys[i] = Key{ns, o.Kind, o.Name}.String()
 	}
-	return keys, nil
+	return keys
 }
 
 func (c *Controller) scopeOf(ns string) *scope {

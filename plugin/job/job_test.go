@@ -165,7 +165,6 @@ func TestJobDiscoverAndDryRun(t *testing.T) {
 const oldHash, curHash = fixtures.OldHash, fixtures.CurHash
 
 var (
-	world    = fixtures.World
 	hasOwner = fixtures.HasOwner
 	writes   = fixtures.Writes
 )

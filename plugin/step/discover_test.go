@@ -16,9 +16,8 @@ import (
 )
 
 var (
-	optedIn       = fixtures.OptedIn
-	optedInSecret = fixtures.OptedInSecret
-	historyWorld  = fixtures.History
+	optedIn      = fixtures.OptedIn
+	historyWorld = fixtures.History
 )
 
 func TestDiscoverReconcilesHistory(t *testing.T) {

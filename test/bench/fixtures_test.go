@@ -342,7 +342,7 @@ func (e *env) verifyOwned(b testing.TB, sets ...*objectSet) {
 	}
 }
 
-// ownerPatch is the body the plugin sends (plugin/attach.go ownerPatch), for the floor.
+// ownerPatch is the body the plugin sends (plugin/ownership.go ownerPatchFor), for the floor.
 func ownerPatch(rs *appsv1.ReplicaSet) []byte { return plugin.OwnerPatch(rs) }
 
 // floorMetaPatches sends the step's patches straight through client-go, 8 at a time (the
@@ -379,7 +379,7 @@ func metaClient(b testing.TB, cfg *rest.Config) metadata.Interface {
 }
 
 // floorList is the step's one list before every user counted: the Rollout's ReplicaSets by its selector, consistent
-// (resourceVersion "", as plugin/attach.go ListReplicaSets lists).
+// (resourceVersion "", as the step listed them before every user counted).
 func floorList(ctx context.Context, cs kubernetes.Interface, s *objectSet) error {
 	return floorListRV(ctx, cs, s, "")
 }

@@ -242,7 +242,7 @@ func pathPromoteFullDiscover(t *testing.T, e *env) pathResult {
 		}
 	}
 	if len(discovered) != 4 {
-		// PlanDiscover runs before the listed objects are attached (plugin/step.go), so it also
+		// PlanDiscover runs before the listed objects are attached (plugin/step/step.go), so it also
 		// reports, and patches a second time, the current revision's listed objects.
 		t.Logf("FINDING: discover reports %d additions, 4 expected (revisions 1 and 2): it also counts the listed objects the same step attaches: %q", len(discovered), st.Message)
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	// NoControllerManager skips kube-controller-manager: no garbage collection, and new
 	// namespaces get no default ServiceAccount (Namespace then does not wait for one).
 	NoControllerManager bool
+	// ExtraControllers are kube-controller-manager controllers run beside Controllers, e.g.
+	// "job-controller" for Jobs that complete (with FakeKubelet.RunImage).
+	ExtraControllers []string
 }
 
 // Cluster is a running control plane. Its fields are read-only.
@@ -356,7 +359,7 @@ func (c *Cluster) startControllerManager() error {
 		"--kubeconfig="+c.KubeconfigPath,
 		"--secure-port=0",
 		"--leader-elect=false",
-		"--controllers="+strings.Join(Controllers, ","),
+		"--controllers="+strings.Join(append(append([]string(nil), Controllers...), c.opts.ExtraControllers...), ","),
 		"--service-account-private-key-file="+c.pki.saKeyFile,
 		"--root-ca-file="+c.pki.caFile,
 		"--use-service-account-credentials=false",

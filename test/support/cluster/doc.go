@@ -39,7 +39,12 @@
 //     InstallCRDs, RepoRoot (rollouts.go, bin.go); StartStepPlugin and RolloutsHandshake
 //     (stepplugin.go): the binary started as that controller starts a step plugin.
 //   - FakeKubelet (kubelet.go): makes pods Running and Ready, or CreateContainerConfigError
-//     when a ConfigMap or Secret they use is missing; ConfigRef and PodConfigRefs.
+//     when a ConfigMap or Secret they use is missing, and runs a local binary for the pods of
+//     a registered image (RunImage: a Job of our image completes for real); ConfigRef and
+//     PodConfigRefs.
+//   - ArgoCD and GitRepo (argocd.go): the real Argo CD application controller and repo server
+//     (StartArgoCD, ArgoCDDir) syncing a file:// Git repository; test/gitops and hack/demo
+//     -argocd.
 //   - ControllerProcess and ControllerModeIdentity (controller_mode.go): `configmap-attacher
 //     controller` as a child process with examples/controller.yaml's identity.
 //   - ParseMetrics, ScrapeMetrics, Metric, SumMetric (metrics.go): /metrics as the tests read it.

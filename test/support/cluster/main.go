@@ -15,6 +15,11 @@ type MainOptions struct {
 	// Parallel, when > 0, is the default of -test.parallel when the command line does not set
 	// it: tests that mostly wait on controllers can run more at once than GOMAXPROCS.
 	Parallel int
+	// Options are the shared cluster's.
+	Options Options
+	// Precheck, when set, runs before the cluster starts: its error (a part that is missing
+	// on this machine, ErrUnavailable) goes to *Err without starting anything.
+	Precheck func() error
 	// RolloutCRD installs the Argo Rollouts CRDs in the shared cluster.
 	RolloutCRD bool
 	// Shared and Err receive the shared cluster and the error that kept it (or Setup) from
@@ -47,7 +52,12 @@ func Main(m *testing.M, o MainOptions) int {
 	var c *Cluster
 	var err error
 	start := time.Now()
-	c, err = StartShared(Options{})
+	if o.Precheck != nil {
+		err = o.Precheck()
+	}
+	if err == nil {
+		c, err = StartShared(o.Options)
+	}
 	if err == nil && o.RolloutCRD {
 		err = InstallRolloutCRD(c)
 	}

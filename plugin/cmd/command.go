@@ -1,0 +1,248 @@
+package cmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// Every command has the same skeleton: options bound to a flag set, parse (every flag problem
+// at once), complete and validate (every value problem at once), run. parseArgs does the
+// first half for all of them, so a command differs only in its flags, its checks and its run.
+
+// spec is what a command gives parseArgs.
+type spec struct {
+	// name prefixes each problem, e.g. "configmap-attacher audit".
+	name string
+	// usage is printed before the flag defaults for -help (on stderr) and after problems.
+	usage string
+	fs    *flag.FlagSet
+	// validate completes the options after parsing and returns every problem (nil: none).
+	validate func() []string
+	// args takes the positional arguments (nil: a command without any refuses them).
+	args func(rest []string) []string
+}
+
+// errHelp: -help was asked for; the usage has been printed (exit 0).
+var errHelp = errors.New("help requested")
+
+// parseArgs parses args into s.fs and validates them. Each problem is printed once on stderr
+// as "<name>: <problem>", followed by a pointer to -help; the result is nil, errHelp, or an
+// error that means ExitUsage.
+func parseArgs(s spec, args []string, stderr io.Writer) error {
+	problems, help := collectParse(s.fs, args)
+	if help {
+		fmt.Fprint(stderr, s.usage)
+		s.fs.SetOutput(stderr)
+		s.fs.PrintDefaults()
+		return errHelp
+	}
+	switch {
+	case s.args != nil:
+		problems = append(problems, s.args(s.fs.Args())...)
+	case s.fs.NArg() > 0:
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", s.fs.Arg(0)))
+	}
+	if s.validate != nil {
+		problems = append(problems, s.validate()...)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "%s: %s\n", s.name, p)
+	}
+	fmt.Fprintf(stderr, "Run %s -help for usage.\n", s.name)
+	return errors.New(strings.Join(problems, "; "))
+}
+
+// exitCode maps parseArgs' result to the exit of a command that stops there.
+func exitCode(err error) int {
+	if errors.Is(err, errHelp) {
+		return ExitOK
+	}
+	return ExitUsage
+}
+
+// collectParse parses args, going on after each problem the flag package finds (in the order
+// of the args), so that every bad flag is reported at once. A value the flag package rejects
+// leaves the flag as it was, so that it is reported once, here, and not again by validate.
+func collectParse(fs *flag.FlagSet, args []string) (problems []string, help bool) {
+	fs.SetOutput(io.Discard) // each problem once, by the caller
+	fs.VisitAll(func(f *flag.Flag) { f.Value = keepOnError{f.Value} })
+	rest := args
+	for {
+		err := fs.Parse(rest)
+		if err == nil {
+			return problems, help
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			help = true
+		} else {
+			problems = append(problems, flagProblem(err))
+		}
+		if next := fs.Args(); len(next) < len(rest) {
+			rest = next
+		} else {
+			rest = rest[1:] // a bad flag syntax is not consumed by the flag package
+		}
+	}
+}
+
+// invalidValue is how the flag package words a value its Set refused.
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag (-[^:]+): (.*)$`)
+
+// flagProblem words a parse error as every other problem is worded: "-flag "value": why".
+func flagProblem(err error) string {
+	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("%s %s: %s", m[2], m[1], m[3])
+	}
+	return err.Error()
+}
+
+// keepOnError is a flag.Value that keeps its value when Set fails.
+type keepOnError struct{ flag.Value }
+
+func (v keepOnError) Set(s string) error {
+	before := v.String()
+	err := v.Value.Set(s)
+	if err != nil {
+		_ = v.Value.Set(before)
+	}
+	return err
+}
+
+// IsBoolFlag keeps boolean flags usable without a value (-require-opt-in).
+func (v keepOnError) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// selectorFlag is every command's label-selector flag: it parses the value and refuses a
+// selector that requires nothing an object must carry (plugin.Positive), with one wording.
+type selectorFlag struct {
+	given
+	sel labels.Selector
+}
+
+// given is a flag value as the user wrote it (its String, which -help shows as the default).
+type given struct{ raw string }
+
+func (g given) String() string { return g.raw }
+
+// newSelector is a selector flag with a default ("" for none).
+func newSelector(def string) *selectorFlag {
+	f := &selectorFlag{}
+	if def != "" {
+		if err := f.Set(def); err != nil {
+			panic(err) // a default is a constant
+		}
+	}
+	return f
+}
+
+func (f *selectorFlag) Set(v string) error {
+	sel, err := labels.Parse(v)
+	if err != nil {
+		return err
+	}
+	if !plugin.Positive(sel) {
+		return errors.New(plugin.NotPositive)
+	}
+	f.raw, f.sel = v, sel
+	return nil
+}
+
+// Selector is the parsed selector (nil when the flag has no value).
+func (f *selectorFlag) Selector() labels.Selector { return f.sel }
+
+// workloadsFlag is the -workloads grammar of every command: a comma-separated list of
+// rollouts and deployments (any case, singular accepted), each at most once.
+type workloadsFlag struct {
+	given
+	kinds []string
+	set   bool
+}
+
+func newWorkloads(def string) *workloadsFlag {
+	f := &workloadsFlag{}
+	if err := f.Set(def); err != nil {
+		panic(err) // a default is a constant
+	}
+	f.set = false
+	return f
+}
+
+func (f *workloadsFlag) Set(v string) error {
+	kinds, problems := ParseWorkloads(v)
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	f.raw, f.kinds, f.set = v, kinds, true
+	return nil
+}
+
+// Has reports whether kind (plugin.KindRollout or plugin.KindDeployment) is named.
+func (f *workloadsFlag) Has(kind string) bool {
+	for _, k := range f.kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseWorkloads reads a -workloads value ("rollouts,deployments") into workload kinds
+// (plugin.KindRollout, plugin.KindDeployment), reporting every unknown or repeated word.
+func ParseWorkloads(v string) ([]string, []string) {
+	var kinds, problems []string
+	for _, w := range strings.Split(v, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		var kind string
+		switch strings.ToLower(w) {
+		case "rollouts", "rollout":
+			kind = plugin.KindRollout
+		case "deployments", "deployment":
+			kind = plugin.KindDeployment
+		default:
+			problems = append(problems, fmt.Sprintf("%q is not a workload kind: use rollouts, deployments or both (rollouts,deployments)", w))
+			continue
+		}
+		if contains(kinds, kind) {
+			problems = append(problems, fmt.Sprintf("%q is listed twice", w))
+			continue
+		}
+		kinds = append(kinds, kind)
+	}
+	if len(kinds) == 0 && len(problems) == 0 {
+		problems = append(problems, "it names no workload kind: use rollouts, deployments or both (rollouts,deployments)")
+	}
+	return kinds, problems
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// atLeast reports a numeric flag below its minimum.
+func atLeast[T int | float64](flagName string, v, min T) []string {
+	if v < min {
+		return []string{fmt.Sprintf("%s %v: must be at least %v", flagName, v, min)}
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestTransientDiscovery(t *testing.T) {
+	for err, want := range map[error]bool{
+		errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"):                       true,
+		apierrors.NewServiceUnavailable("starting"):                                              true,
+		apierrors.NewForbidden(schema.GroupResource{Resource: "rollouts"}, "", errors.New("no")): false,
+	} {
+		if transientDiscovery(err) != want {
+			t.Errorf("transientDiscovery(%v) = %v, want %v", err, !want, want)
+		}
+	}
+}
+
+type readiness struct {
+	ready  bool
+	detail string
+}
+
+func (r readiness) Readiness() (bool, string) { return r.ready, r.detail }
+
+func TestReadyzHandler(t *testing.T) {
+	for _, tc := range []struct {
+		r    readiness
+		code int
+	}{
+		{readiness{false, "caches not synced\nnot synced: namespace a: secrets"}, http.StatusServiceUnavailable},
+		{readiness{true, "ok: serving 1 of 2 namespaces\nnot synced: namespace a: secrets"}, http.StatusOK},
+		{readiness{true, "ok"}, http.StatusOK},
+	} {
+		w := httptest.NewRecorder()
+		readyz(tc.r)(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if w.Code != tc.code || w.Body.String() != tc.r.detail+"\n" {
+			t.Errorf("%+v: %d %q", tc.r, w.Code, w.Body.String())
+		}
+	}
+}
