@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
@@ -30,62 +32,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// controllerHandshake is copied from argo-rollouts rollout/steps/plugin/client/client.go
+// cluster.RolloutsHandshake is copied from argo-rollouts rollout/steps/plugin/client/client.go
 // (v1.10.2), written out here rather than taken from rpc.Handshake so that a drift in
 // rpc.Handshake makes the tests fail.
-var controllerHandshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  1,
-	MagicCookieKey:   "ARGO_ROLLOUTS_RPC_PLUGIN",
-	MagicCookieValue: "step",
-}
 
-var (
-	binDir    string
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "configmap-attacher-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// pluginBinary builds the real binary from the module root, once per test run.
+// pluginBinary is the real binary, built as make build does, once per source tree
+// (cluster.PluginBinary).
 func pluginBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs("..")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !bytes.Contains(b, []byte("module github.com/configmap-attacher/configmap-attacher\n")) {
-			buildErr = fmt.Errorf("%s is not the module root (%v)", root, err)
-			return
-		}
-		out := filepath.Join(binDir, "configmap-attacher")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-			return
-		}
-		binPath = out
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	p, err := cluster.PluginBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return p
 }
 
 // apiRequest is one request the fake apiserver received.
@@ -225,43 +184,13 @@ current-context: fake
 	return path
 }
 
-// startPlugin launches the binary through go-plugin as the controller does and dispenses
-// the step plugin. cfg may add client-side sinks (Stderr, Logger) that do not change what
-// the plugin process sees.
-func startPlugin(t *testing.T, cfg *goplugin.ClientConfig) (*goplugin.Client, rolloutsrpc.StepPlugin) {
-	t.Helper()
-	c := goplugin.NewClient(cfg)
-	t.Cleanup(c.Kill)
-	proto, err := c.Client()
-	if err != nil {
-		t.Fatalf("starting the plugin: %v", err)
-	}
-	if err := proto.Ping(); err != nil {
-		t.Fatalf("Ping: %v", err)
-	}
-	raw, err := proto.Dispense("RpcStepPlugin")
-	if err != nil {
-		t.Fatalf(`Dispense("RpcStepPlugin"): %v`, err)
-	}
-	p, ok := raw.(rolloutsrpc.StepPlugin)
-	if !ok {
-		t.Fatalf("dispensed %T, not a rolloutsrpc.StepPlugin", raw)
-	}
-	return c, p
-}
-
 func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	bin := pluginBinary(t)
 	api := newFakeAPIServer(t)
 	kubeconfig := writeKubeconfig(t, api.URL)
 
 	// Exactly the controller's client configuration (rollout/steps/plugin/client/client.go).
-	c, p := startPlugin(t, &goplugin.ClientConfig{
-		HandshakeConfig: controllerHandshake,
-		Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},
-		Cmd:             exec.Command(bin, "--kubeconfig", kubeconfig),
-		Managed:         true,
-	})
+	c, p := cluster.StartStepPlugin(t, exec.Command(bin, "--kubeconfig", kubeconfig), nil)
 
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
@@ -397,14 +326,9 @@ func TestBinaryLogsReachOriginalStderr(t *testing.T) {
 	bin := pluginBinary(t)
 	api := newFakeAPIServer(t)
 	var stderr syncBuffer
-	c, p := startPlugin(t, &goplugin.ClientConfig{
-		HandshakeConfig: controllerHandshake,
-		Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},
-		Cmd:             exec.Command(bin, "--kubeconfig", writeKubeconfig(t, api.URL), "--log-level", "debug"),
-		Managed:         true,
-		Stderr:          &stderr,
-		Logger:          hclog.NewNullLogger(),
-	})
+	cfg := cluster.StepPluginClientConfig(exec.Command(bin, "--kubeconfig", writeKubeconfig(t, api.URL), "--log-level", "debug"))
+	cfg.Stderr, cfg.Logger = &stderr, hclog.NewNullLogger()
+	c, p := cluster.DispenseStepPlugin(t, cfg)
 	if err := p.InitPlugin(); err.HasError() {
 		t.Fatalf("InitPlugin: %v", err)
 	}
@@ -430,7 +354,7 @@ func TestBinaryLogsReachOriginalStderr(t *testing.T) {
 func envWithoutCookie() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, controllerHandshake.MagicCookieKey+"=") {
+		if !strings.HasPrefix(kv, cluster.RolloutsHandshake.MagicCookieKey+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -474,7 +398,7 @@ func TestBinaryRejectsInvalidArgs(t *testing.T) {
 			// As the controller starts it: the start fails, the reason is on stderr.
 			var stderr syncBuffer
 			c := goplugin.NewClient(&goplugin.ClientConfig{
-				HandshakeConfig: controllerHandshake,
+				HandshakeConfig: cluster.RolloutsHandshake,
 				Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},
 				Cmd:             exec.Command(bin, tc.args...),
 				Managed:         true,
@@ -496,7 +420,7 @@ func TestBinaryRejectsInvalidArgs(t *testing.T) {
 
 			// By hand with the cookie: exit code 2, message on stderr, nothing on stdout
 			// (stdout is go-plugin's handshake channel).
-			env := append(envWithoutCookie(), controllerHandshake.MagicCookieKey+"="+controllerHandshake.MagicCookieValue)
+			env := append(envWithoutCookie(), cluster.RolloutsHandshake.MagicCookieKey+"="+cluster.RolloutsHandshake.MagicCookieValue)
 			stdout, errOut, code := runBinary(t, env, tc.args...)
 			if code != 2 {
 				t.Errorf("exit code %d, want 2", code)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
@@ -193,7 +195,7 @@ func serve(t *testing.T, impl rolloutsrpc.StepPlugin) (rolloutsrpc.StepPlugin, g
 		t.Fatal("plugin server sent no reattach config within 5s")
 	}
 	c := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig: controllerHandshake,
+		HandshakeConfig: cluster.RolloutsHandshake,
 		Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},
 		Reattach:        cfg,
 		Logger:          hclog.NewNullLogger(),
@@ -586,8 +588,8 @@ func TestPluginMap(t *testing.T) {
 	if sp.Impl != rolloutsrpc.StepPlugin(impl) {
 		t.Errorf("PluginMap does not serve the given implementation")
 	}
-	if rpc.Handshake != controllerHandshake {
-		t.Errorf("rpc.Handshake = %+v, the controller uses %+v", rpc.Handshake, controllerHandshake)
+	if rpc.Handshake != cluster.RolloutsHandshake {
+		t.Errorf("rpc.Handshake = %+v, the controller uses %+v", rpc.Handshake, cluster.RolloutsHandshake)
 	}
 }
 

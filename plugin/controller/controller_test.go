@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
@@ -35,18 +37,8 @@ var optIn = map[string]string{plugin.OptInLabel: "true"}
 
 func ptr[T any](v T) *T { return &v }
 
-// spec mounts the ConfigMaps as volumes and takes the Secrets through envFrom.
-func spec(configMaps, secrets []string) corev1.PodSpec {
-	c := corev1.Container{Name: "app", Image: "nginx", Command: []string{"sleep"}}
-	var vols []corev1.Volume
-	for _, cm := range configMaps {
-		vols = append(vols, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
-	}
-	for _, s := range secrets {
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s}}})
-	}
-	return corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols}
-}
+// spec is the shared pod-spec builder: ConfigMaps as volumes, Secrets through envFrom.
+var spec = fixtures.PodSpec
 
 // rs is a ReplicaSet controlled by a workload of kind ("Rollout", "Deployment", "StatefulSet").
 func rs(name, kind string, s corev1.PodSpec) *appsv1.ReplicaSet {

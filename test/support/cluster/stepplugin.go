@@ -21,23 +21,42 @@ var RolloutsHandshake = goplugin.HandshakeConfig{
 // RolloutsStepPluginKey is the key the controller dispenses a step plugin by.
 const RolloutsStepPluginKey = "RpcStepPlugin"
 
-// StartStepPlugin starts cmd (the built binary with its arguments) exactly as the Argo Rollouts
-// controller starts a step plugin: RolloutsHandshake, the plugin map {RpcStepPlugin: an
-// RpcStepPlugin without Impl}, Managed; and dispenses the StepPlugin the controller calls. A
-// nil logger is go-plugin's default, as the controller's. The process is killed when t ends.
-func StartStepPlugin(t testing.TB, cmd *exec.Cmd, logger hclog.Logger) (*goplugin.Client, rolloutsrpc.StepPlugin) {
-	t.Helper()
-	c := goplugin.NewClient(&goplugin.ClientConfig{
+// StepPluginClientConfig is the Argo Rollouts controller's go-plugin client configuration for
+// a step plugin (rollout/steps/plugin/client): RolloutsHandshake, the plugin map
+// {RpcStepPlugin: an RpcStepPlugin without Impl}, Managed. A nil Logger is go-plugin's
+// default, as the controller's; a caller may add client-side sinks (Stderr, Logger) that do
+// not change what the plugin process sees.
+func StepPluginClientConfig(cmd *exec.Cmd) *goplugin.ClientConfig {
+	return &goplugin.ClientConfig{
 		HandshakeConfig: RolloutsHandshake,
 		Plugins:         map[string]goplugin.Plugin{RolloutsStepPluginKey: &rolloutsrpc.RpcStepPlugin{}},
 		Cmd:             cmd,
 		Managed:         true,
-		Logger:          logger,
-	})
+	}
+}
+
+// StartStepPlugin starts cmd (the built binary with its arguments) exactly as the Argo Rollouts
+// controller starts a step plugin (StepPluginClientConfig) and dispenses the StepPlugin the
+// controller calls. The process is killed when t ends.
+func StartStepPlugin(t testing.TB, cmd *exec.Cmd, logger hclog.Logger) (*goplugin.Client, rolloutsrpc.StepPlugin) {
+	t.Helper()
+	cfg := StepPluginClientConfig(cmd)
+	cfg.Logger = logger
+	return DispenseStepPlugin(t, cfg)
+}
+
+// DispenseStepPlugin starts the plugin of cfg, pings it and dispenses the StepPlugin. The
+// process is killed when t ends.
+func DispenseStepPlugin(t testing.TB, cfg *goplugin.ClientConfig) (*goplugin.Client, rolloutsrpc.StepPlugin) {
+	t.Helper()
+	c := goplugin.NewClient(cfg)
 	t.Cleanup(c.Kill)
 	proto, err := c.Client()
 	if err != nil {
 		t.Fatalf("starting the plugin: %v", err)
+	}
+	if err := proto.Ping(); err != nil {
+		t.Fatalf("Ping: %v", err)
 	}
 	raw, err := proto.Dispense(RolloutsStepPluginKey)
 	if err != nil {
