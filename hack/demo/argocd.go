@@ -195,15 +195,7 @@ func (d *demo) scenarioArgoCD() error {
 		if err := d.printTree(fmt.Sprintf("after the sync of revision %d (step: %s)", n, msg)); err != nil {
 			return err
 		}
-		if n == spotRevision {
-			if err := d.spotReplacement(n); err != nil {
-				return err
-			}
-		}
-		if n == revisions {
-			return d.promoteAndCollect(n)
-		}
-		if err := d.promote(n); err != nil {
+		if err := d.finishRevision(n); err != nil {
 			return err
 		}
 	}

@@ -44,15 +44,7 @@ func (d *demo) scenario() error {
 		if err := d.canaryRevision(n); err != nil {
 			return err
 		}
-		if n == spotRevision {
-			if err := d.spotReplacement(n); err != nil {
-				return err
-			}
-		}
-		if n == revisions {
-			return d.promoteAndCollect(n)
-		}
-		if err := d.promote(n); err != nil {
+		if err := d.finishRevision(n); err != nil {
 			return err
 		}
 	}
@@ -274,4 +266,18 @@ func (d *demo) promoteAndCollect(n int) error {
 		note = fmt.Sprintf("promoted; revision %d collected", oldest.n)
 	}
 	return d.printTree(fmt.Sprintf("after revision %d (%s)", n, note))
+}
+
+// finishRevision ends canary revision n: a spot replacement of a stable pod at spotRevision,
+// then the promotion (for the last revision, the promotion and the collection of the oldest).
+func (d *demo) finishRevision(n int) error {
+	if n == spotRevision {
+		if err := d.spotReplacement(n); err != nil {
+			return err
+		}
+	}
+	if n == revisions {
+		return d.promoteAndCollect(n)
+	}
+	return d.promote(n)
 }
