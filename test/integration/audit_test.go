@@ -23,7 +23,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
-func runAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
+func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb strings.Builder
 	cli.Stdout, cli.Stderr = &out, &errb
@@ -31,16 +31,16 @@ func runAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string
 	return code, out.String(), errb.String()
 }
 
-// countedAudit is the audit command on clients whose requests the counter sees; ConfigMaps
+// CountedAudit is the audit command on clients whose requests the counter sees; ConfigMaps
 // and Secrets are listed through the metadata client, as the default clients do.
-func countedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
+func CountedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
 	cfg = counter.Wrap(cfg)
 	return &cmd.Audit{
 		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
 	}
 }
 
-func auditJSON(t *testing.T, out string) audit.Report {
+func AuditJSON(t *testing.T, out string) audit.Report {
 	t.Helper()
 	var rep audit.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -49,53 +49,53 @@ func auditJSON(t *testing.T, out string) audit.Report {
 	return rep
 }
 
-// objectState is what must not change except the owner references -fix adds.
-type objectState struct {
+// ObjectState is what must not change except the owner references -fix adds.
+type ObjectState struct {
 	rv     string
 	data   string
 	labels map[string]string
 	owners map[types.UID]bool // owner UID → controller
 }
 
-func (e *env) state(kind, name string) objectState {
-	e.t.Helper()
+func (e *Env) State(kind, name string) ObjectState {
+	e.T.Helper()
 	var meta metav1.ObjectMeta
 	var data any
 	if kind == "secret" {
-		s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx(e.t), name, metav1.GetOptions{})
+		s, err := e.Admin.CoreV1().Secrets(e.NS).Get(Ctx(e.T), name, metav1.GetOptions{})
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		meta, data = s.ObjectMeta, s.Data
 	} else {
-		c, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(e.t), name, metav1.GetOptions{})
+		c, err := e.Admin.CoreV1().ConfigMaps(e.NS).Get(Ctx(e.T), name, metav1.GetOptions{})
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		meta, data = c.ObjectMeta, c.Data
 	}
 	b, _ := json.Marshal(data)
-	st := objectState{rv: meta.ResourceVersion, data: string(b), labels: meta.Labels, owners: map[types.UID]bool{}}
+	st := ObjectState{rv: meta.ResourceVersion, data: string(b), labels: meta.Labels, owners: map[types.UID]bool{}}
 	for _, r := range meta.OwnerReferences {
 		st.owners[r.UID] = r.Controller != nil && *r.Controller
 	}
 	return st
 }
 
-// revisioned creates a ReplicaSet of the Rollout with the revision annotation the controller sets.
-func (e *env) revisioned(ro *v1alpha1.Rollout, hash, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	e.t.Helper()
-	rs := e.replicaSet(ro, hash, spec)
+// Revisioned creates a ReplicaSet of the Rollout with the revision annotation the controller sets.
+func (e *Env) Revisioned(ro *v1alpha1.Rollout, hash, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
+	e.T.Helper()
+	rs := e.ReplicaSet(ro, hash, spec)
 	// A patch: the ReplicaSet controller updates the status meanwhile.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, plugin.RevisionAnnotation, rev)
-	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Patch(ctx(e.t), rs.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	rs, err := e.Admin.AppsV1().ReplicaSets(e.NS).Patch(Ctx(e.T), rs.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rs
 }
 
-func rsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
+func RsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller}
 }
 
@@ -108,10 +108,10 @@ func rsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
 // and refuse to run twice.
 func TestAudit(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
+	e := NewEnv(t, c)
 
 	ro := &v1alpha1.Rollout{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.NS},
 		Spec: v1alpha1.RolloutSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
@@ -122,44 +122,44 @@ func TestAudit(t *testing.T) {
 			}}},
 		},
 	}
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Create(ctx(t), ro, metav1.CreateOptions{})
+	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Create(Ctx(t), ro, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ro.Status.CurrentPodHash = "rev3"
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rev1 := e.revisioned(ro, "rev1", "1", podSpec([]string{"cfg-1", "cfg-shared"}, nil))
-	rev2 := e.revisioned(ro, "rev2", "2", podSpec([]string{"cfg-2", "cfg-shared"}, nil))
-	rev3 := e.revisioned(ro, "rev3", "3", podSpec([]string{"cfg-3", "static"}, []string{"sec-named", "sec-static"}))
+	rev1 := e.Revisioned(ro, "rev1", "1", PodSpec([]string{"cfg-1", "cfg-shared"}, nil))
+	rev2 := e.Revisioned(ro, "rev2", "2", PodSpec([]string{"cfg-2", "cfg-shared"}, nil))
+	rev3 := e.Revisioned(ro, "rev3", "3", PodSpec([]string{"cfg-3", "static"}, []string{"sec-named", "sec-static"}))
 	// cfg-1 is lost: never created.
-	e.configMap("cfg-shared")                      // opted in, unowned: -fix adds rev1 and rev2
-	e.configMap("cfg-2", rsOwner(rev1, true))      // legacy, on the wrong ReplicaSet: -fix adds rev2
-	e.configMap("cfg-3", rsOwner(rev3, true))      // legacy, on the right ReplicaSet
-	e.configMap("cfg-stray", rsOwner(rev2, false)) // stray: rev2 does not use it
-	e.configMap("orphan")                          // opted in, nothing uses or owns it
-	if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"},
+	e.ConfigMap("cfg-shared")                      // opted in, unowned: -fix adds rev1 and rev2
+	e.ConfigMap("cfg-2", RsOwner(rev1, true))      // legacy, on the wrong ReplicaSet: -fix adds rev2
+	e.ConfigMap("cfg-3", RsOwner(rev3, true))      // legacy, on the right ReplicaSet
+	e.ConfigMap("cfg-stray", RsOwner(rev2, false)) // stray: rev2 does not use it
+	e.ConfigMap("orphan")                          // opted in, nothing uses or owns it
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"},
 		Data: map[string]string{"shared.yaml": "tier: static"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.secret("sec-named")  // not labelled, but named in the step: -fix adds rev3
-	e.secret("sec-static") // not labelled, not named: never touched
+	e.Secret("sec-named")  // not labelled, but named in the step: -fix adds rev3
+	e.Secret("sec-static") // not labelled, not named: never touched
 
 	objects := map[string]string{"cfg-shared": "cm", "cfg-2": "cm", "cfg-3": "cm", "cfg-stray": "cm", "orphan": "cm", "static": "cm", "sec-named": "secret", "sec-static": "secret"}
-	before := map[string]objectState{}
+	before := map[string]ObjectState{}
 	for n, k := range objects {
-		before[n] = e.state(k, n)
+		before[n] = e.State(k, n)
 	}
 
 	// 1. The text report, with the clients built from -kubeconfig as in production.
-	code, out, stderr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath)
-	t.Logf("audit -namespace %s:\n%s", e.ns, out)
+	code, out, stderr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath)
+	t.Logf("audit -namespace %s:\n%s", e.NS, out)
 	if code != cmd.ExitFail {
 		t.Errorf("exit %d, want 1 (cfg-1 is lost): %s", code, stderr)
 	}
 	for _, want := range []string{
-		"Rollout " + e.ns + "/web\n",
+		"Rollout " + e.NS + "/web\n",
 		"├─ ReplicaSet web-rev3 (current, revision 3)\n",
 		"│  ├─ ConfigMap cfg-3       owned\n",
 		"│  ├─ ConfigMap static      not opted in\n",
@@ -183,8 +183,8 @@ func TestAudit(t *testing.T) {
 	// then the namespace's users for the shared finding (every user counts): ReplicaSets,
 	// StatefulSets, DaemonSets, Jobs, CronJobs, Pods and the Rollouts controlling ReplicaSets.
 	counter := cluster.NewCounter()
-	code, out, _ = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-o", "json")
-	rep := auditJSON(t, out)
+	code, out, _ = RunAudit(t, CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-o", "json")
+	rep := AuditJSON(t, out)
 	want := audit.Counts{Lost: 1, Unowned: 3, Stray: 1, Legacy: 2, MissingOwners: 4, Fixable: 4}
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
@@ -215,8 +215,8 @@ func TestAudit(t *testing.T) {
 
 	// 3. -fix: one patch per object lacking owners, only opted-in or step-named ones.
 	counter = cluster.NewCounter()
-	code, out, stderr = runAudit(t, countedAudit(c.AdminConfig, counter), "-namespace", e.ns, "-fix", "-o", "json")
-	rep = auditJSON(t, out)
+	code, out, stderr = RunAudit(t, CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-fix", "-o", "json")
+	rep = AuditJSON(t, out)
 	t.Logf("audit -fix -o json:\n%s", out)
 	if code != cmd.ExitFail || rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 		t.Fatalf("exit %d fix %+v: %s", code, rep.Fix, stderr)
@@ -243,7 +243,7 @@ func TestAudit(t *testing.T) {
 	// Nothing removed, data untouched, only the missing owners added.
 	wantAdded := map[string][]*appsv1.ReplicaSet{"cfg-shared": {rev1, rev2}, "cfg-2": {rev2}, "sec-named": {rev3}}
 	for n, k := range objects {
-		b, a := before[n], e.state(k, n)
+		b, a := before[n], e.State(k, n)
 		if a.data != b.data || !reflect.DeepEqual(a.labels, b.labels) {
 			t.Errorf("%s: data or labels changed", n)
 		}
@@ -266,8 +266,8 @@ func TestAudit(t *testing.T) {
 	}
 
 	// 4. A second audit: nothing missing; stray and legacy references are still there.
-	code, out, _ = runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
-	rep = auditJSON(t, out)
+	code, out, _ = RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = AuditJSON(t, out)
 	want = audit.Counts{Lost: 1, Unowned: 1, Stray: 1, Legacy: 2}
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("second audit %+v (exit %d), want %+v", rep.Summary, code, want)
@@ -294,15 +294,15 @@ func TestAudit(t *testing.T) {
 		}
 	}
 	// The test operation guards each command: run again, it changes nothing and fails.
-	rv := e.state("cm", "cfg-2").rv
+	rv := e.State("cm", "cfg-2").rv
 	if out, err := sh(cmds[0]); err == nil {
 		t.Errorf("a repeated command succeeded: %s\n%s", cmds[0], out)
 	}
-	if e.state("cm", "cfg-2").rv != rv {
+	if e.State("cm", "cfg-2").rv != rv {
 		t.Error("a repeated command changed cfg-2")
 	}
-	code, out, _ = runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-o", "json")
-	rep = auditJSON(t, out)
+	code, out, _ = RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = AuditJSON(t, out)
 	// cfg-stray lost its only owner (no ReplicaSet uses it): it is now an unowned orphan.
 	want = audit.Counts{Lost: 1, Unowned: 2}
 	if rep.Summary != want || code != cmd.ExitFail {
@@ -310,7 +310,7 @@ func TestAudit(t *testing.T) {
 	}
 	owners := func(name string) string {
 		var s []string
-		for uid, ctrl := range e.state("cm", name).owners {
+		for uid, ctrl := range e.State("cm", name).owners {
 			s = append(s, fmt.Sprintf("%s:%v", uid, ctrl))
 		}
 		sort.Strings(s)
@@ -326,7 +326,7 @@ func TestAudit(t *testing.T) {
 		t.Errorf("cfg-stray owners %s", got)
 	}
 	for n, k := range objects {
-		if a := e.state(k, n); a.data != before[n].data {
+		if a := e.State(k, n); a.data != before[n].data {
 			t.Errorf("%s: data changed", n)
 		}
 	}

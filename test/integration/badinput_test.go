@@ -12,22 +12,22 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
-// snapshot returns the resourceVersion of every ConfigMap, Secret and ReplicaSet in ns.
-func (e *env) snapshot() map[string]string {
-	e.t.Helper()
+// Snapshot returns the resourceVersion of every ConfigMap, Secret and ReplicaSet in ns.
+func (e *Env) Snapshot() map[string]string {
+	e.T.Helper()
 	rvs := map[string]string{}
-	cms, err := e.admin.CoreV1().ConfigMaps(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	cms, err := e.Admin.CoreV1().ConfigMaps(e.NS).List(Ctx(e.T), metav1.ListOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for _, o := range cms.Items {
 		rvs["cm/"+o.Name] = o.ResourceVersion
 	}
-	secs, _ := e.admin.CoreV1().Secrets(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	secs, _ := e.Admin.CoreV1().Secrets(e.NS).List(Ctx(e.T), metav1.ListOptions{})
 	for _, o := range secs.Items {
 		rvs["secret/"+o.Name] = o.ResourceVersion
 	}
-	rss, _ := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(e.t), metav1.ListOptions{})
+	rss, _ := e.Admin.AppsV1().ReplicaSets(e.NS).List(Ctx(e.T), metav1.ListOptions{})
 	for _, o := range rss.Items {
 		rvs["rs/"+o.Name] = o.ResourceVersion
 	}
@@ -38,18 +38,18 @@ func (e *env) snapshot() map[string]string {
 // naming the problem and the fix, and — checked against the apiserver — nothing is written.
 func TestBadInputWritesNothing(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	rs := e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
-	e.configMap("cfg")
-	e.configMap("static")
-	e.secret("sec")
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	rs := e.ReplicaSet(ro, "cur111", PodSpec([]string{"cfg"}, []string{"sec"}))
+	e.ConfigMap("cfg")
+	e.ConfigMap("static")
+	e.Secret("sec")
 	// kube-controller-manager's ReplicaSet controller writes the status of a new ReplicaSet
 	// once: let it settle so the snapshot only sees our writes.
-	e.waitObserved(rs)
-	before := e.snapshot()
-	s := newStep(cfg)
+	e.WaitObserved(rs)
+	before := e.Snapshot()
+	s := NewStep(cfg)
 
 	long := strings.Repeat("a", 254)
 	steps := []struct{ name, config, want string }{
@@ -73,7 +73,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"empty name", `{"configMaps":[""]}`, "empty name"},
 		{"invalid name", `{"configMaps":["Cfg_1"]}`, "is not a valid object name"},
 		{"oversized name", `{"configMaps":["` + long + `"]}`, "must be no more than 253 characters"},
-		{"namespace-qualified name", `{"configMaps":["` + e.ns + `/cfg"]}`, "namespace-qualified"},
+		{"namespace-qualified name", `{"configMaps":["` + e.NS + `/cfg"]}`, "namespace-qualified"},
 		{"duplicate name", `{"configMaps":["cfg","cfg"]}`, "listed twice"},
 		{"duplicate key", `{"configMaps":["cfg"],"configMaps":["static"]}`, "duplicate field"},
 		{"oversized config", `{"configMaps":["` + strings.Repeat("a", plugin.MaxConfigBytes) + `"]}`, "list fewer objects per step"},
@@ -84,7 +84,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	for _, tc := range steps {
 		r := ro.DeepCopy()
 		r.Status.CurrentPodHash = "cur111"
-		r.Spec.Template = templateOf(t, ro.Namespace, ro.Spec.Selector, "cur111")
+		r.Spec.Template = TemplateOf(t, ro.Namespace, ro.Spec.Selector, "cur111")
 		res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(tc.config)})
 		if rerr.HasError() || res.Phase != types.PhaseFailed {
 			t.Errorf("%s: phase %q err %v, want Failed", tc.name, res.Phase, rerr)
@@ -94,7 +94,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 
 	kubeconfig := c.WriteKubeconfig(t, cfg)
-	base := []string{"-rollout", "web", "-namespace", e.ns, "-kubeconfig", kubeconfig}
+	base := []string{"-rollout", "web", "-namespace", e.NS, "-kubeconfig", kubeconfig}
 	clis := []struct {
 		name string
 		args []string
@@ -118,7 +118,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 	t.Logf("%d bad step configs and %d bad command lines", len(steps), len(clis))
 
-	after := e.snapshot()
+	after := e.Snapshot()
 	for k, v := range before {
 		if after[k] != v {
 			t.Errorf("%s changed: resourceVersion %s → %s", k, v, after[k])

@@ -33,15 +33,15 @@ import (
 // kept field by field, and the run changes nothing (same resourceVersion).
 func TestLegacyEntryUntouched(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	rs := e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, nil))
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	rs := e.ReplicaSet(ro, "cur111", PodSpec([]string{"cfg"}, nil))
 	yes := true
 	legacy := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes, BlockOwnerDeletion: &yes}
-	before := e.configMap("cfg", legacy)
-	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}}))
-	after, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(t), "cfg", metav1.GetOptions{})
+	before := e.ConfigMap("cfg", legacy)
+	MustSucceed(t, Run(t, NewStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}}))
+	after, err := e.Admin.CoreV1().ConfigMaps(e.NS).Get(Ctx(t), "cfg", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,21 +57,21 @@ func TestLegacyEntryUntouched(t *testing.T) {
 // nothing written, history included.
 func TestStaleListAgainstAPIServer(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	e.replicaSet(ro, "old111", podSpec([]string{"cfg-old"}, nil))
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	e.ReplicaSet(ro, "old111", PodSpec([]string{"cfg-old"}, nil))
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of one second
-	e.replicaSet(ro, "cur222", podSpec([]string{"cfg-new"}, nil))
-	e.configMap("cfg-old")
-	e.configMap("cfg-new")
-	_, rv, _ := e.ownerUIDs("cm", "cfg-old")
-	res := run(t, newStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
+	e.ReplicaSet(ro, "cur222", PodSpec([]string{"cfg-new"}, nil))
+	e.ConfigMap("cfg-old")
+	e.ConfigMap("cfg-new")
+	_, rv, _ := e.OwnerUIDs("cm", "cfg-old")
+	res := Run(t, NewStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"cfg-old"}, "discover": map[string]any{}})
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "the list is stale") || !strings.Contains(res.Message, "ConfigMap cfg-old (used by web-old111)") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
 	for _, n := range []string{"cfg-old", "cfg-new"} {
-		if uids, rv2, _ := e.ownerUIDs("cm", n); len(uids) != 0 || (n == "cfg-old" && rv2 != rv) {
+		if uids, rv2, _ := e.OwnerUIDs("cm", n); len(uids) != 0 || (n == "cfg-old" && rv2 != rv) {
 			t.Errorf("a failed run wrote %s: %v", n, uids)
 		}
 	}
@@ -82,50 +82,50 @@ func TestStaleListAgainstAPIServer(t *testing.T) {
 // it an owner (the object would go with it), and the object survives its collection.
 func TestNoOwnerBeingDeleted(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	old := e.replicaSetWith(ro, "old111", corev1.PodTemplateSpec{Spec: podSpec([]string{"shared"}, nil)}, []string{"example.com/hold"})
-	e.deleteRS(old)
-	cur := e.replicaSet(ro, "cur222", podSpec([]string{"shared"}, nil))
-	e.configMap("shared") // labelled while the old ReplicaSet is being deleted
-	mustSucceed(t, run(t, newStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"shared"}, "discover": map[string]any{}}))
-	uids, _, _ := e.ownerUIDs("cm", "shared")
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	old := e.ReplicaSetWith(ro, "old111", corev1.PodTemplateSpec{Spec: PodSpec([]string{"shared"}, nil)}, []string{"example.com/hold"})
+	e.DeleteRS(old)
+	cur := e.ReplicaSet(ro, "cur222", PodSpec([]string{"shared"}, nil))
+	e.ConfigMap("shared") // labelled while the old ReplicaSet is being deleted
+	MustSucceed(t, Run(t, NewStep(cfg), ro, "cur222", map[string]any{"configMaps": []string{"shared"}, "discover": map[string]any{}}))
+	uids, _, _ := e.OwnerUIDs("cm", "shared")
 	if len(uids) != 1 || !uids[string(cur.UID)] {
 		t.Fatalf("owners %v, want only the live ReplicaSet %s", uids, cur.UID)
 	}
 	// Release the old ReplicaSet: it goes, the object stays with its live owner.
-	if _, err := e.admin.AppsV1().ReplicaSets(e.ns).Patch(ctx(t), old.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := e.Admin.AppsV1().ReplicaSets(e.NS).Patch(Ctx(t), old.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.stillThere("cm", "shared", 3*time.Second)
+	e.StillThere("cm", "shared", 3*time.Second)
 }
 
 // TestCredentialsNotAttached: an image pull secret and a CSI nodePublishSecretRef listed in the
 // step are left alone unless opted in.
 func TestCredentialsNotAttached(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	spec := podSpec([]string{"cfg"}, nil)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	spec := PodSpec([]string{"cfg"}, nil)
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-cred"}}}})
-	e.replicaSet(ro, "cur111", spec)
-	e.configMap("cfg")
-	e.secret("regcred")
-	e.secret("csi-cred")
-	res := run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"regcred", "csi-cred"}})
-	mustSucceed(t, res)
+	e.ReplicaSet(ro, "cur111", spec)
+	e.ConfigMap("cfg")
+	e.Secret("regcred")
+	e.Secret("csi-cred")
+	res := Run(t, NewStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "secrets": []string{"regcred", "csi-cred"}})
+	MustSucceed(t, res)
 	if !strings.Contains(res.Message, "skipped Secret regcred") || !strings.Contains(res.Message, "skipped Secret csi-cred") || !strings.Contains(res.Message, "credential") {
 		t.Errorf("message %q", res.Message)
 	}
 	for _, n := range []string{"regcred", "csi-cred"} {
-		if uids, _, _ := e.ownerUIDs("secret", n); len(uids) != 0 {
+		if uids, _, _ := e.OwnerUIDs("secret", n); len(uids) != 0 {
 			t.Errorf("credential %s got owners %v", n, uids)
 		}
 	}
-	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 1 {
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg"); len(uids) != 1 {
 		t.Errorf("cfg owners %v", uids)
 	}
 }
@@ -136,67 +136,67 @@ func TestCredentialsNotAttached(t *testing.T) {
 // With --require-opt-in the step fails, names the label, and writes nothing.
 func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	editorRules := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get", "update", "patch"}}}
-	editor := c.ServiceAccountConfig(t, e.ns, "rollout-editor", editorRules, nil)
-	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":rollout-editor", e.ns, editorRules)
+	editor := c.ServiceAccountConfig(t, e.NS, "rollout-editor", editorRules, nil)
+	c.WaitForRBAC(t, "system:serviceaccount:"+e.NS+":rollout-editor", e.NS, editorRules)
 	edit, err := kubernetes.NewForConfig(editor)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"precious", "precious-2"} {
-		if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := edit.CoreV1().ConfigMaps(e.ns).Delete(ctx(t), "precious", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+	if err := edit.CoreV1().ConfigMaps(e.NS).Delete(Ctx(t), "precious", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the editor must not be able to delete the ConfigMap: %v", err)
 	}
-	e.rollout("web")
+	e.Rollout("web")
 	// The editor's change: the template mounts the ConfigMaps, the step lists them.
-	rolloutsAsEditor := rolloutsClient(t, editor)
-	ro, err := rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Get(ctx(t), "web", metav1.GetOptions{})
+	rolloutsAsEditor := RolloutsClient(t, editor)
+	ro, err := rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.NS).Get(Ctx(t), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro.Spec.Template.Spec = podSpec([]string{"precious", "precious-2"}, nil)
-	if ro, err = rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	ro.Spec.Template.Spec = PodSpec([]string{"precious", "precious-2"}, nil)
+	if ro, err = rolloutsAsEditor.ArgoprojV1alpha1().Rollouts(e.NS).Update(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("the editor updates the Rollout: %v", err)
 	}
-	rs := e.replicaSetOf(ro) // the controller creates the ReplicaSet
+	rs := e.ReplicaSetOf(ro) // the controller creates the ReplicaSet
 	config := map[string]any{"configMaps": []string{"precious", "precious-2"}}
 
 	// With the policy: Failed, the label named, nothing written.
-	guarded := newStep(cfg)
+	guarded := NewStep(cfg)
 	guarded.Policy = plugin.Policy{RequireOptIn: true}
-	res := run(t, guarded, ro, rs.Labels[plugin.PodTemplateHashLabel], config)
+	res := Run(t, guarded, ro, rs.Labels[plugin.PodTemplateHashLabel], config)
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "--require-opt-in") || !strings.Contains(res.Message, "configmap-attacher/revisioned=true") {
 		t.Fatalf("with the policy: %s: %s", res.Phase, res.Message)
 	}
 	for _, n := range []string{"precious", "precious-2"} {
-		if uids, _, _ := e.ownerUIDs("cm", n); len(uids) != 0 {
+		if uids, _, _ := e.OwnerUIDs("cm", n); len(uids) != 0 {
 			t.Errorf("%s got owners under the policy: %v", n, uids)
 		}
 	}
 	// Without it (the planted check that the threat is real): attached, then collected with
 	// the ReplicaSet, although the editor could not delete it.
-	mustSucceed(t, run(t, newStep(cfg), ro, rs.Labels[plugin.PodTemplateHashLabel], map[string]any{"configMaps": []string{"precious"}}))
-	e.deleteRS(rs)
-	e.waitGone("cm", "precious")
-	e.stillThere("cm", "precious-2", 0)
+	MustSucceed(t, Run(t, NewStep(cfg), ro, rs.Labels[plugin.PodTemplateHashLabel], map[string]any{"configMaps": []string{"precious"}}))
+	e.DeleteRS(rs)
+	e.WaitGone("cm", "precious")
+	e.StillThere("cm", "precious-2", 0)
 }
 
 // TestMetadataOnlyRequests: every ConfigMap and Secret request (the discovery LIST, the dry
 // run's GET, the PATCH) asks for PartialObjectMetadata, so no data enters the process.
 func TestMetadataOnlyRequests(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := rest.CopyConfig(controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml"))
+	e := NewEnv(t, c)
+	cfg := rest.CopyConfig(ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml"))
 	var mu sync.Mutex
 	seen := map[string][]string{} // "METHOD resource" → Accept headers
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
+		return RoundTrip(func(r *http.Request) (*http.Response, error) {
 			for _, res := range []string{"/configmaps", "/secrets"} {
 				if strings.Contains(r.URL.Path, res) {
 					mu.Lock()
@@ -207,16 +207,16 @@ func TestMetadataOnlyRequests(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	ro := e.rollout("web")
-	e.replicaSet(ro, "cur111", podSpec([]string{"cfg"}, []string{"sec"}))
-	e.configMap("cfg")
-	s := e.secret("sec")
+	ro := e.Rollout("web")
+	e.ReplicaSet(ro, "cur111", PodSpec([]string{"cfg"}, []string{"sec"}))
+	e.ConfigMap("cfg")
+	s := e.Secret("sec")
 	s.Labels = map[string]string{plugin.OptInLabel: "true"}
-	if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Admin.CoreV1().Secrets(e.NS).Update(Ctx(t), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "dryRun": true, "discover": map[string]any{}}))
-	mustSucceed(t, run(t, newStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}}))
+	MustSucceed(t, Run(t, NewStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "dryRun": true, "discover": map[string]any{}}))
+	MustSucceed(t, Run(t, NewStep(cfg), ro, "cur111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}}))
 	var kinds []string
 	for k, accepts := range seen {
 		kinds = append(kinds, k)
@@ -234,7 +234,7 @@ func TestMetadataOnlyRequests(t *testing.T) {
 	}
 }
 
-func rolloutsClient(t *testing.T, cfg *rest.Config) rolloutsclient.Interface {
+func RolloutsClient(t *testing.T, cfg *rest.Config) rolloutsclient.Interface {
 	t.Helper()
 	rc, err := rolloutsclient.NewForConfig(cfg)
 	if err != nil {
@@ -249,29 +249,29 @@ func rolloutsClient(t *testing.T, cfg *rest.Config) rolloutsclient.Interface {
 // same config. The command line must wait for the new ReplicaSet, not attach to the old one.
 func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	ro := e.rollout("web")
-	ro.Spec.Template.Spec = podSpec([]string{"cfg"}, nil)
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{})
+	e := NewEnv(t, c)
+	ro := e.Rollout("web")
+	ro.Spec.Template.Spec = PodSpec([]string{"cfg"}, nil)
+	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Update(Ctx(t), ro, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := e.replicaSetOf(ro)
-	e.configMap("cfg")
+	old := e.ReplicaSetOf(ro)
+	e.ConfigMap("cfg")
 	// Image-only change; the controller observes it but its ReplicaSet create is denied.
 	ro.Spec.Template.Spec.Containers[0].Image = "nginx:2"
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Update(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
 	ro.Status.CurrentPodHash = old.Labels[plugin.PodTemplateHashLabel]
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	run := startCLI("-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-kubeconfig", jobKubeconfig(t, c, e.ns), "-timeout", "60s")
+	run := StartCLI("-rollout", "web", "-namespace", e.NS, "-configmaps", "cfg", "-kubeconfig", JobKubeconfig(t, c, e.NS), "-timeout", "60s")
 	time.Sleep(2 * time.Second)
-	run.running(t, "the status is stale")
-	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+	run.Running(t, "the status is stale")
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg"); len(uids) != 0 {
 		t.Fatalf("attached to the previous ReplicaSet: %v", uids)
 	}
 	if !strings.Contains(run.stderr.String(), "to create the ReplicaSet of the current pod template") {
@@ -279,11 +279,11 @@ func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 	}
 	// The quota is lifted: the controller creates the new ReplicaSet.
 	ro.Status.CurrentPodHash = rolloutshash.ComputePodTemplateHash(&ro.Spec.Template, nil)
-	newRS := e.replicaSetOf(ro)
-	if code := run.exitCode(t); code != 0 {
+	newRS := e.ReplicaSetOf(ro)
+	if code := run.ExitCode(t); code != 0 {
 		t.Fatalf("exit %d: %s", code, run.stderr.String())
 	}
-	uids, _, _ := e.ownerUIDs("cm", "cfg")
+	uids, _, _ := e.OwnerUIDs("cm", "cfg")
 	if !uids[string(newRS.UID)] {
 		t.Errorf("owners %v lack the new ReplicaSet %s", uids, newRS.UID)
 	}
@@ -296,29 +296,29 @@ func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 // unreferenced name fails at once (not after -timeout), and so does InvalidSpec=True.
 func TestCommandLineDecidesAtOnce(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	ro, _ := e.settledRollout(corev1.PodTemplateSpec{Spec: podSpec([]string{"cfg"}, nil)})
-	e.configMap("cfg")
-	e.configMap("typo")
-	kubeconfig := jobKubeconfig(t, c, e.ns)
+	e := NewEnv(t, c)
+	ro, _ := e.SettledRollout(corev1.PodTemplateSpec{Spec: PodSpec([]string{"cfg"}, nil)})
+	e.ConfigMap("cfg")
+	e.ConfigMap("typo")
+	kubeconfig := JobKubeconfig(t, c, e.NS)
 	cli := func(names string) (int, string, time.Duration) {
 		var stdout, stderr cluster.SyncBuffer
 		start := time.Now()
 		code := (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
-			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", names, "-kubeconfig", kubeconfig, "-timeout", "5m"})
+			[]string{"-rollout", "web", "-namespace", e.NS, "-configmaps", names, "-kubeconfig", kubeconfig, "-timeout", "5m"})
 		return code, stderr.String(), time.Since(start)
 	}
 	code, stderr, took := cli("cfg,typo")
 	if code != cmd.ExitFail || !strings.Contains(stderr, "refusing to attach ConfigMap typo") || took > 10*time.Second {
 		t.Errorf("unreferenced: exit %d after %s: %s", code, took, stderr)
 	}
-	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg"); len(uids) != 0 {
 		t.Errorf("a refused run wrote cfg: %v", uids)
 	}
 	t.Logf("unreferenced name refused in %s", took.Round(time.Millisecond))
 	ro.Status.Conditions = []v1alpha1.RolloutCondition{{Type: v1alpha1.InvalidSpec, Status: corev1.ConditionTrue, Reason: "InvalidSpec",
 		Message: "The Rollout \"web\" is invalid: spec.strategy.canary.steps[0]: bad", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr, took = cli("cfg")
@@ -332,31 +332,31 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 // before the apply), then attaches.
 func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	ro, _ := e.settledRollout(corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/release": "41"}},
-		Spec: podSpec([]string{"cfg-41"}, nil)})
-	e.configMap("cfg-41")
-	e.configMap("cfg-42")
-	run := startCLI("-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg-42", "-expect-template-annotation", "example.com/release=42",
-		"-kubeconfig", jobKubeconfig(t, c, e.ns), "-timeout", "60s")
+	e := NewEnv(t, c)
+	ro, _ := e.SettledRollout(corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/release": "41"}},
+		Spec: PodSpec([]string{"cfg-41"}, nil)})
+	e.ConfigMap("cfg-41")
+	e.ConfigMap("cfg-42")
+	run := StartCLI("-rollout", "web", "-namespace", e.NS, "-configmaps", "cfg-42", "-expect-template-annotation", "example.com/release=42",
+		"-kubeconfig", JobKubeconfig(t, c, e.NS), "-timeout", "60s")
 	time.Sleep(1500 * time.Millisecond)
-	run.running(t, "release 42 is not applied yet")
+	run.Running(t, "release 42 is not applied yet")
 	var err error
 	// The sync applies release 42; the controller observes it and creates its ReplicaSet.
 	ro.Spec.Template.Annotations["example.com/release"] = "42"
-	ro.Spec.Template.Spec = podSpec([]string{"cfg-42"}, nil)
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	ro.Spec.Template.Spec = PodSpec([]string{"cfg-42"}, nil)
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Update(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rs := e.replicaSetOf(ro)
+	rs := e.ReplicaSetOf(ro)
 	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
-	if _, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if _, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if code := run.exitCode(t); code != 0 {
+	if code := run.ExitCode(t); code != 0 {
 		t.Fatalf("exit %d: %s", code, run.stderr.String())
 	}
-	if uids, _, _ := e.ownerUIDs("cm", "cfg-42"); !uids[string(rs.UID)] {
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg-42"); !uids[string(rs.UID)] {
 		t.Errorf("cfg-42 owners %v", uids)
 	}
 	if !strings.Contains(run.stderr.String(), "to carry annotation example.com/release=42") {
@@ -364,42 +364,42 @@ func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
 	}
 }
 
-// settledRollout creates Rollout "web" with the pod template tmpl, the ReplicaSet the
+// SettledRollout creates Rollout "web" with the pod template tmpl, the ReplicaSet the
 // controller would create for it, and the status the controller writes once it has observed
 // that generation.
-func (e *env) settledRollout(tmpl corev1.PodTemplateSpec) (*v1alpha1.Rollout, *appsv1.ReplicaSet) {
-	e.t.Helper()
-	ro := e.rollout("web")
+func (e *Env) SettledRollout(tmpl corev1.PodTemplateSpec) (*v1alpha1.Rollout, *appsv1.ReplicaSet) {
+	e.T.Helper()
+	ro := e.Rollout("web")
 	ro.Spec.Template.Annotations = tmpl.Annotations
 	ro.Spec.Template.Spec = tmpl.Spec
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Update(ctx(e.t), ro, metav1.UpdateOptions{})
+	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Update(Ctx(e.T), ro, metav1.UpdateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	rs := e.replicaSetOf(ro)
+	rs := e.ReplicaSetOf(ro)
 	ro.Status.ObservedGeneration = strconv.FormatInt(ro.Generation, 10)
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(e.t), ro, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(e.T), ro, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatal(err)
 	}
 	return ro, rs
 }
 
-// cliRun is the command line running in the background.
-type cliRun struct {
+// CliRun is the command line running in the background.
+type CliRun struct {
 	done           chan int
 	stdout, stderr cluster.SyncBuffer
 }
 
-func startCLI(args ...string) *cliRun {
-	r := &cliRun{done: make(chan int, 1)}
+func StartCLI(args ...string) *CliRun {
+	r := &CliRun{done: make(chan int, 1)}
 	go func() {
 		r.done <- (&cmd.Job{Stdout: &r.stdout, Stderr: &r.stderr, PollInterval: 200 * time.Millisecond}).Main(args)
 	}()
 	return r
 }
 
-// exitCode waits (bounded) for the command line to finish.
-func (r *cliRun) exitCode(t *testing.T) int {
+// ExitCode waits (bounded) for the command line to finish.
+func (r *CliRun) ExitCode(t *testing.T) int {
 	t.Helper()
 	select {
 	case code := <-r.done:
@@ -410,8 +410,8 @@ func (r *cliRun) exitCode(t *testing.T) int {
 	}
 }
 
-// running fails the test if the command line has already finished.
-func (r *cliRun) running(t *testing.T, why string) {
+// Running fails the test if the command line has already finished.
+func (r *CliRun) Running(t *testing.T, why string) {
 	t.Helper()
 	select {
 	case code := <-r.done:
@@ -420,11 +420,11 @@ func (r *cliRun) running(t *testing.T, why string) {
 	}
 }
 
-// jobKubeconfig is the Job's identity with exactly examples/job.yaml's RBAC.
-func jobKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
+// JobKubeconfig is the Job's identity with exactly examples/job.yaml's RBAC.
+func JobKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
 	t.Helper()
 	jobCfg := c.ServiceAccountConfig(t, ns, "configmap-attacher-job", nil, nil)
-	c.ApplyYAMLFile(t, nil, repoFile("examples", "job.yaml"), ns)
+	c.ApplyYAMLFile(t, nil, RepoFile("examples", "job.yaml"), ns)
 	c.WaitForRBAC(t, "system:serviceaccount:"+ns+":configmap-attacher-job", ns, []rbacv1.PolicyRule{
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}})

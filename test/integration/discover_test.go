@@ -19,26 +19,26 @@ import (
 // revision but not opted in is never adopted. The figures are logged for the docs.
 func TestDiscoverTenReplicaSets(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{}); err != nil {
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 10; i++ {
 		cm, sec := fmt.Sprintf("cfg-%d", i), fmt.Sprintf("sec-%d", i)
-		e.configMap(cm) // opted in (label configmap-attacher/revisioned=true)
-		s := e.secret(sec)
+		e.ConfigMap(cm) // opted in (label configmap-attacher/revisioned=true)
+		s := e.Secret(sec)
 		s.Labels = map[string]string{plugin.OptInLabel: "true"}
-		if _, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx(t), s, metav1.UpdateOptions{}); err != nil {
+		if _, err := e.Admin.CoreV1().Secrets(e.NS).Update(Ctx(t), s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		e.replicaSet(ro, fmt.Sprintf("rev%d", i), podSpec([]string{cm, "static"}, []string{sec}))
+		e.ReplicaSet(ro, fmt.Sprintf("rev%d", i), PodSpec([]string{cm, "static"}, []string{sec}))
 	}
 	counter := cluster.NewCounter()
-	s := newStep(counter.Wrap(cfg))
-	res := run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
-	mustSucceed(t, res)
+	s := NewStep(counter.Wrap(cfg))
+	res := Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	MustSucceed(t, res)
 	t.Logf("discover, 10 ReplicaSets, first run: %s (%d requests)", counter, counter.Total())
 	if counter.Count("list", "replicasets") != 1 || counter.Count("list", "configmaps") != 1 || counter.Count("list", "secrets") != 1 ||
 		counter.Count("patch", "configmaps") != 10 || counter.Count("patch", "secrets") != 10 || counter.Total() != 28 {
@@ -47,50 +47,50 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 	if !strings.Contains(res.Message, "discover: added 20 owner reference(s)") {
 		t.Errorf("message %q", res.Message)
 	}
-	rss, _ := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(t), metav1.ListOptions{})
+	rss, _ := e.Admin.AppsV1().ReplicaSets(e.NS).List(Ctx(t), metav1.ListOptions{})
 	for _, rs := range rss.Items {
 		i := strings.TrimPrefix(rs.Name, "web-rev")
 		for _, k := range []string{"cm", "secret"} {
 			name := map[string]string{"cm": "cfg-", "secret": "sec-"}[k] + i
-			uids, _, err := e.ownerUIDs(k, name)
+			uids, _, err := e.OwnerUIDs(k, name)
 			if err != nil || !uids[string(rs.UID)] || len(uids) != 1 {
 				t.Errorf("%s owners %v (%v), want only %s", name, uids, err, rs.Name)
 			}
 		}
 	}
-	if uids, _, _ := e.ownerUIDs("cm", "static"); len(uids) != 0 {
+	if uids, _, _ := e.OwnerUIDs("cm", "static"); len(uids) != 0 {
 		t.Errorf("static was adopted: %v", uids)
 	}
 	counter.Reset()
-	res = run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
-	mustSucceed(t, res)
+	res = Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	MustSucceed(t, res)
 	t.Logf("discover, 10 ReplicaSets, repeat: %s (%d requests)", counter, counter.Total())
 	if counter.Total() != 8 {
 		t.Errorf("repeat: %s, want 8 lists (2 of the objects, 6 of the users) and no patch", counter)
 	}
 	// Deleting the oldest ReplicaSet collects exactly its objects.
-	old, _ := e.admin.AppsV1().ReplicaSets(e.ns).Get(ctx(t), "web-rev1", metav1.GetOptions{})
-	e.deleteRS(old)
-	e.waitGone("cm", "cfg-1")
-	e.waitGone("secret", "sec-1")
-	e.stillThere("cm", "cfg-2", 0)
-	e.stillThere("cm", "static", 0)
+	old, _ := e.Admin.AppsV1().ReplicaSets(e.NS).Get(Ctx(t), "web-rev1", metav1.GetOptions{})
+	e.DeleteRS(old)
+	e.WaitGone("cm", "cfg-1")
+	e.WaitGone("secret", "sec-1")
+	e.StillThere("cm", "cfg-2", 0)
+	e.StillThere("cm", "static", 0)
 }
 
 // TestDryRunAgainstAPIServer: a dry run reports and writes nothing (resourceVersions stay).
 func TestDryRunAgainstAPIServer(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
-	e.configMap("cfg")
-	_, rv, _ := e.ownerUIDs("cm", "cfg")
-	res := run(t, newStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	e.ReplicaSet(ro, "aaa111", PodSpec([]string{"cfg"}, nil))
+	e.ConfigMap("cfg")
+	_, rv, _ := e.OwnerUIDs("cm", "cfg")
+	res := Run(t, NewStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add ConfigMap cfg ← web-aaa111") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
-	if uids, rv2, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 || rv2 != rv {
+	if uids, rv2, _ := e.OwnerUIDs("cm", "cfg"); len(uids) != 0 || rv2 != rv {
 		t.Errorf("dry run changed the object: %v %s→%s", uids, rv, rv2)
 	}
 }
@@ -99,17 +99,17 @@ func TestDryRunAgainstAPIServer(t *testing.T) {
 // with the step's message, as the controller's service account (which may create events).
 func TestEventsOnRollout(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
-	e.replicaSet(ro, "aaa111", podSpec([]string{"cfg"}, nil))
-	e.configMap("cfg")
-	e.configMap("unrelated")
-	s := newStep(cfg)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
+	e.ReplicaSet(ro, "aaa111", PodSpec([]string{"cfg"}, nil))
+	e.ConfigMap("cfg")
+	e.ConfigMap("unrelated")
+	s := NewStep(cfg)
 	s.Events = &plugin.APIEvents{Client: s.Client}
-	ok := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
-	bad := run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})
-	evs, err := e.admin.CoreV1().Events(e.ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=Rollout,involvedObject.name=web"})
+	ok := Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
+	bad := Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})
+	evs, err := e.Admin.CoreV1().Events(e.NS).List(Ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=Rollout,involvedObject.name=web"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,30 +18,30 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
-// faultWorld is a Rollout whose current ReplicaSet uses n ConfigMaps.
-type faultWorld struct {
-	e     *env
+// FaultWorld is a Rollout whose current ReplicaSet uses n ConfigMaps.
+type FaultWorld struct {
+	e     *Env
 	ro    *v1alpha1.Rollout
 	rs    *appsv1.ReplicaSet
 	names []string
 	data  map[string]string // name → the data it was created with
 }
 
-func newFaultWorld(t *testing.T, e *env, n int) *faultWorld {
-	w := &faultWorld{e: e, ro: e.rollout("web"), data: map[string]string{}}
+func NewFaultWorld(t *testing.T, e *Env, n int) *FaultWorld {
+	w := &FaultWorld{e: e, ro: e.Rollout("web"), data: map[string]string{}}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("cfg-%03d", i)
 		w.names = append(w.names, name)
-		w.data[name] = e.configMap(name).Data["app.yaml"]
+		w.data[name] = e.ConfigMap(name).Data["app.yaml"]
 	}
-	w.rs = e.replicaSet(w.ro, "cur111", podSpec(w.names, nil))
+	w.rs = e.ReplicaSet(w.ro, "cur111", PodSpec(w.names, nil))
 	return w
 }
 
-// check: every object exists, is owned exactly once by the ReplicaSet, data unchanged.
-func (w *faultWorld) check(t *testing.T) {
+// Check: every object exists, is owned exactly once by the ReplicaSet, data unchanged.
+func (w *FaultWorld) Check(t *testing.T) {
 	t.Helper()
-	list, err := w.e.admin.CoreV1().ConfigMaps(w.e.ns).List(ctx(t), metav1.ListOptions{})
+	list, err := w.e.Admin.CoreV1().ConfigMaps(w.e.NS).List(Ctx(t), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +70,9 @@ func (w *faultWorld) check(t *testing.T) {
 	}
 }
 
-// retryLikeController calls Run until it is no longer an error result, as the controller does
+// RetryLikeController calls Run until it is no longer an error result, as the controller does
 // (it waits 30 s between tries; here 200 ms), and returns the final result.
-func retryLikeController(t *testing.T, call func() (types.RpcStepResult, types.RpcError)) (types.RpcStepResult, int) {
+func RetryLikeController(t *testing.T, call func() (types.RpcStepResult, types.RpcError)) (types.RpcStepResult, int) {
 	t.Helper()
 	for i := 1; i <= 60; i++ {
 		res, rerr := call()
@@ -94,16 +94,16 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	w := newFaultWorld(t, e, 120)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	w := NewFaultWorld(t, e, 120)
 
 	var patches atomic.Int32
 	var stopOnce sync.Once
 	stopped := make(chan struct{})
 	faulty := rest.CopyConfig(cfg)
 	faulty.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
+		return RoundTrip(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPatch && patches.Add(1) == 30 {
 				stopOnce.Do(func() {
 					go func() {
@@ -117,10 +117,10 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	s := newStep(faulty)
+	s := NewStep(faulty)
 	s.Concurrency = 2 // slow enough that the stop lands mid-step
 	call := func() (types.RpcStepResult, types.RpcError) {
-		return s.Run(cluster.AsController(w.ro, w.rs), stepCtxFor(t, map[string]any{"configMaps": w.names}))
+		return s.Run(cluster.AsController(w.ro, w.rs), StepCtxFor(t, map[string]any{"configMaps": w.names}))
 	}
 	res, rerr := call()
 	<-stopped
@@ -138,12 +138,12 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	res, tries := retryLikeController(t, call)
+	res, tries := RetryLikeController(t, call)
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("after the restart: %s: %s", res.Phase, res.Message)
 	}
 	t.Logf("Successful after %d controller retries", tries)
-	w.check(t)
+	w.Check(t)
 }
 
 // TestThrottledAPIServer: with very low in-flight limits the apiserver answers 429s; the plugin
@@ -154,14 +154,14 @@ func TestThrottledAPIServer(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	w := newFaultWorld(t, e, 100)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	w := NewFaultWorld(t, e, 100)
 	counter := cluster.NewCounter()
 	var throttled atomic.Int32
 	counted := counter.Wrap(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
+		return RoundTrip(func(r *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(r)
 			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
 				throttled.Add(1)
@@ -169,7 +169,7 @@ func TestThrottledAPIServer(t *testing.T) {
 			return resp, err
 		})
 	})
-	s := newStep(counted)
+	s := NewStep(counted)
 	s.Concurrency = 16
 	// Other clients load the apiserver at the same time, as other controllers would.
 	stop := make(chan struct{})
@@ -183,13 +183,13 @@ func TestThrottledAPIServer(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					_, _ = e.admin.CoreV1().ConfigMaps(e.ns).List(ctx(t), metav1.ListOptions{})
+					_, _ = e.Admin.CoreV1().ConfigMaps(e.NS).List(Ctx(t), metav1.ListOptions{})
 				}
 			}
 		}()
 	}
-	res, tries := retryLikeController(t, func() (types.RpcStepResult, types.RpcError) {
-		return s.Run(cluster.AsController(w.ro, w.rs), stepCtxFor(t, map[string]any{"configMaps": w.names}))
+	res, tries := RetryLikeController(t, func() (types.RpcStepResult, types.RpcError) {
+		return s.Run(cluster.AsController(w.ro, w.rs), StepCtxFor(t, map[string]any{"configMaps": w.names}))
 	})
 	close(stop)
 	wg.Wait()
@@ -200,7 +200,7 @@ func TestThrottledAPIServer(t *testing.T) {
 	if throttled.Load() == 0 {
 		t.Log("no 429 was provoked this time (the limits were not hit)")
 	}
-	w.check(t)
+	w.Check(t)
 }
 
 // TestConflictWithGarbageCollector: while the step adds owners, the garbage collector edits
@@ -208,33 +208,33 @@ func TestThrottledAPIServer(t *testing.T) {
 // loses either side's edit, and no object is deleted.
 func TestConflictWithGarbageCollector(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	ro := e.rollout("web")
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	ro := e.Rollout("web")
 	var names []string
 	for i := 0; i < 40; i++ {
 		names = append(names, fmt.Sprintf("cfg-%02d", i))
 	}
-	gone := e.replicaSet(ro, "gone00", podSpec(names, nil))
-	keep := e.replicaSet(ro, "keep00", podSpec(names, nil))
-	cur := e.replicaSet(ro, "cur000", podSpec(names, nil))
+	gone := e.ReplicaSet(ro, "gone00", PodSpec(names, nil))
+	keep := e.ReplicaSet(ro, "keep00", PodSpec(names, nil))
+	cur := e.ReplicaSet(ro, "cur000", PodSpec(names, nil))
 	for _, n := range names {
 		f := false
-		e.configMap(n,
+		e.ConfigMap(n,
 			metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: gone.Name, UID: gone.UID, Controller: &f},
 			metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: keep.Name, UID: keep.UID, Controller: &f})
 	}
 	// Delete "gone" and run the step at the same time.
 	done := make(chan types.RpcStepResult)
 	go func() {
-		done <- run(t, newStep(cfg), ro, "cur000", map[string]any{"configMaps": names})
+		done <- Run(t, NewStep(cfg), ro, "cur000", map[string]any{"configMaps": names})
 	}()
-	e.deleteRS(gone)
-	mustSucceed(t, <-done)
+	e.DeleteRS(gone)
+	MustSucceed(t, <-done)
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range names {
 		for {
-			uids, _, err := e.ownerUIDs("cm", n)
+			uids, _, err := e.OwnerUIDs("cm", n)
 			if err != nil {
 				t.Fatalf("%s: %v", n, err)
 			}
@@ -252,13 +252,13 @@ func TestConflictWithGarbageCollector(t *testing.T) {
 	}
 }
 
-type roundTrip func(*http.Request) (*http.Response, error)
+type RoundTrip func(*http.Request) (*http.Response, error)
 
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (f RoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func stepCtxFor(t *testing.T, config map[string]any) *types.RpcStepContext {
+func StepCtxFor(t *testing.T, config map[string]any) *types.RpcStepContext {
 	t.Helper()
-	raw, err := jsonMarshal(config)
+	raw, err := JSONMarshal(config)
 	if err != nil {
 		t.Fatal(err)
 	}

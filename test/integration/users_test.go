@@ -35,9 +35,9 @@ import (
 
 // ---- helpers ----------------------------------------------------------------------------
 
-// pluginBinary is the configmap-attacher binary (cluster.PluginBinary: CMA_PLUGIN_BINARY, or
+// PluginBinary is the configmap-attacher binary (cluster.PluginBinary: CMA_PLUGIN_BINARY, or
 // built once per source tree).
-func pluginBinary(t *testing.T) string {
+func PluginBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := cluster.PluginBinary()
 	if err != nil {
@@ -46,48 +46,48 @@ func pluginBinary(t *testing.T) string {
 	return bin
 }
 
-// controllerMode runs `configmap-attacher controller` (the real binary, examples/
+// ControllerMode runs `configmap-attacher controller` (the real binary, examples/
 // controller.yaml's identity) watching only the test's namespace, until the test ends.
-func (e *env) controllerMode(extra ...string) *cluster.ControllerProcess {
-	e.t.Helper()
-	bin := pluginBinary(e.t)
+func (e *Env) ControllerMode(extra ...string) *cluster.ControllerProcess {
+	e.T.Helper()
+	bin := PluginBinary(e.T)
 	// The shared cluster has only the Rollout CRD; the controller mode is tested with the
 	// Experiment CRD installed too, as Argo Rollouts installs it.
 	dir, err := cluster.RolloutsModuleDir()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	if err := cluster.InstallCRDFiles(e.c, filepath.Join(dir, "manifests", "crds", "experiment-crd.yaml")); err != nil {
-		e.t.Fatal(err)
+	if err := cluster.InstallCRDFiles(e.C, filepath.Join(dir, "manifests", "crds", "experiment-crd.yaml")); err != nil {
+		e.T.Fatal(err)
 	}
 	idCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kc, err := cluster.ControllerModeIdentity(idCtx, e.c, e.admin)
+	kc, err := cluster.ControllerModeIdentity(idCtx, e.C, e.Admin)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	logPath := filepath.Join(e.c.Dir, "controller-"+e.ns+".log")
-	args := append([]string{"-kubeconfig", kc, "-leader-elect=false", "-namespaces", e.ns, "-log-level", "debug"}, extra...)
-	cp, err := cluster.LaunchController(bin, e.ns, logPath, []string{"KUBECONFIG=/nonexistent"}, args...)
+	logPath := filepath.Join(e.C.Dir, "controller-"+e.NS+".log")
+	args := append([]string{"-kubeconfig", kc, "-leader-elect=false", "-namespaces", e.NS, "-log-level", "debug"}, extra...)
+	cp, err := cluster.LaunchController(bin, e.NS, logPath, []string{"KUBECONFIG=/nonexistent"}, args...)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(cp.Stop)
-	cluster.LogLinesOnFailure(e.t, "controller mode", logPath, cp.Log, "", 60)
+	e.T.Cleanup(cp.Stop)
+	cluster.LogLinesOnFailure(e.T, "controller mode", logPath, cp.Log, "", 60)
 	if err := cp.WaitReady(90 * time.Second); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return cp
 }
 
-// ownerHistory records every ownerReferences list a ConfigMap shows on a watch: what each
+// OwnerHistory records every ownerReferences list a ConfigMap shows on a watch: what each
 // write put there, so a test can say that no write ever named some ReplicaSet.
-type ownerHistory struct {
+type OwnerHistory struct {
 	mu   sync.Mutex
 	seen [][]metav1.OwnerReference
 }
 
-func (h *ownerHistory) named(uid k8stypes.UID) bool {
+func (h *OwnerHistory) Named(uid k8stypes.UID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, refs := range h.seen {
@@ -100,7 +100,7 @@ func (h *ownerHistory) named(uid k8stypes.UID) bool {
 	return false
 }
 
-func (h *ownerHistory) String() string {
+func (h *OwnerHistory) String() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var s []string
@@ -114,16 +114,16 @@ func (h *ownerHistory) String() string {
 	return strings.Join(s, " ")
 }
 
-// watchOwners starts recording the ConfigMap's owner references from resourceVersion rv.
-func (e *env) watchOwners(name, rv string) *ownerHistory {
-	e.t.Helper()
+// WatchOwners starts recording the ConfigMap's owner references from resourceVersion rv.
+func (e *Env) WatchOwners(name, rv string) *OwnerHistory {
+	e.T.Helper()
 	wctx, cancel := context.WithCancel(context.Background())
-	e.t.Cleanup(cancel)
-	w, err := e.admin.CoreV1().ConfigMaps(e.ns).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: rv})
+	e.T.Cleanup(cancel)
+	w, err := e.Admin.CoreV1().ConfigMaps(e.NS).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: rv})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	h := &ownerHistory{}
+	h := &OwnerHistory{}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
@@ -140,29 +140,29 @@ func (e *env) watchOwners(name, rv string) *ownerHistory {
 	return h
 }
 
-// clearOwners removes every owner reference (admin), so that the next mode starts from an
+// ClearOwners removes every owner reference (admin), so that the next mode starts from an
 // unowned object.
-func (e *env) clearOwners(kind, name string) {
-	e.t.Helper()
+func (e *Env) ClearOwners(kind, name string) {
+	e.T.Helper()
 	patch := []byte(`{"metadata":{"ownerReferences":null}}`)
 	var err error
 	if kind == "secret" {
-		_, err = e.admin.CoreV1().Secrets(e.ns).Patch(ctx(e.t), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = e.Admin.CoreV1().Secrets(e.NS).Patch(Ctx(e.T), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
 	} else {
-		_, err = e.admin.CoreV1().ConfigMaps(e.ns).Patch(ctx(e.t), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = e.Admin.CoreV1().ConfigMaps(e.NS).Patch(Ctx(e.T), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
 	}
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
-// waitOwners waits until the object's owner UIDs are exactly want.
-func (e *env) waitOwners(kind, name string, timeout time.Duration, want ...k8stypes.UID) {
-	e.t.Helper()
+// WaitOwners waits until the object's owner UIDs are exactly want.
+func (e *Env) WaitOwners(kind, name string, timeout time.Duration, want ...k8stypes.UID) {
+	e.T.Helper()
 	c, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cluster.WaitUntil(e.t, c, 100*time.Millisecond, fmt.Sprintf("%s %s owned by exactly %v", kind, name, want), func() (bool, string) {
-		uids, _, err := e.ownerUIDs(kind, name)
+	cluster.WaitUntil(e.T, c, 100*time.Millisecond, fmt.Sprintf("%s %s owned by exactly %v", kind, name, want), func() (bool, string) {
+		uids, _, err := e.OwnerUIDs(kind, name)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -178,26 +178,26 @@ func (e *env) waitOwners(kind, name string, timeout time.Duration, want ...k8sty
 	})
 }
 
-// exactOwners fails unless the object's owner UIDs are exactly want.
-func (e *env) exactOwners(what, kind, name string, want ...k8stypes.UID) {
-	e.t.Helper()
-	uids, _, err := e.ownerUIDs(kind, name)
+// ExactOwners fails unless the object's owner UIDs are exactly want.
+func (e *Env) ExactOwners(what, kind, name string, want ...k8stypes.UID) {
+	e.T.Helper()
+	uids, _, err := e.OwnerUIDs(kind, name)
 	if err != nil {
-		e.t.Fatalf("%s: %v", what, err)
+		e.T.Fatalf("%s: %v", what, err)
 	}
 	ok := len(uids) == len(want)
 	for _, u := range want {
 		ok = ok && uids[string(u)]
 	}
 	if !ok {
-		e.t.Errorf("%s: %s %s owners %v, want exactly %v", what, kind, name, uids, want)
+		e.T.Errorf("%s: %s %s owners %v, want exactly %v", what, kind, name, uids, want)
 	}
 }
 
-// freezeControllerManager stops kube-controller-manager (the garbage collector, the
+// FreezeControllerManager stops kube-controller-manager (the garbage collector, the
 // ReplicaSet and Deployment controllers) with SIGSTOP; the returned func (also run in
 // cleanup) resumes it. Only this cluster's own PID is signalled.
-func freezeControllerManager(t *testing.T, c *cluster.Cluster) (resume func()) {
+func FreezeControllerManager(t *testing.T, c *cluster.Cluster) (resume func()) {
 	t.Helper()
 	pid := c.PIDs()["kube-controller-manager"]
 	if pid == 0 || !cluster.PIDAlive(pid) {
@@ -229,34 +229,34 @@ func freezeControllerManager(t *testing.T, c *cluster.Cluster) (resume func()) {
 	}
 }
 
-func mustRS(t *testing.T, e *env, name string) *appsv1.ReplicaSet {
+func MustRS(t *testing.T, e *Env, name string) *appsv1.ReplicaSet {
 	t.Helper()
-	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Get(ctx(t), name, metav1.GetOptions{})
+	rs, err := e.Admin.AppsV1().ReplicaSets(e.NS).Get(Ctx(t), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("ReplicaSet %s: %v", name, err)
 	}
 	return rs
 }
 
-func attacherFor(t *testing.T, e *env) *plugin.Attacher {
+func AttacherFor(t *testing.T, e *Env) *plugin.Attacher {
 	t.Helper()
-	cl, err := plugin.ClientsForConfig(e.c.AdminConfig)
+	cl, err := plugin.ClientsForConfig(e.C.AdminConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: quietLog()}
+	return &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: QuietLog()}
 }
 
-func (e *env) candidate(name string) plugin.Candidate {
-	e.t.Helper()
-	cm, err := e.admin.CoreV1().ConfigMaps(e.ns).Get(ctx(e.t), name, metav1.GetOptions{})
+func (e *Env) Candidate(name string) plugin.Candidate {
+	e.T.Helper()
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.NS).Get(Ctx(e.T), name, metav1.GetOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return plugin.Candidate{Object: plugin.Object{Kind: plugin.KindConfigMap, Name: name}, UID: cm.UID, Labels: cm.Labels, Owners: cm.OwnerReferences}
 }
 
-func writesName(ws []plugin.Write, uid k8stypes.UID) bool {
+func WritesName(ws []plugin.Write, uid k8stypes.UID) bool {
 	for _, w := range ws {
 		for _, rs := range w.Owners {
 			if rs.UID == uid {
@@ -267,25 +267,25 @@ func writesName(ws []plugin.Write, uid k8stypes.UID) bool {
 	return false
 }
 
-// deployment creates Deployment name (0 replicas; kube-controller-manager's deployment
+// Deployment creates Deployment name (0 replicas; kube-controller-manager's Deployment
 // controller creates its ReplicaSet) and returns it with that ReplicaSet.
-func (e *env) deployment(name string, spec corev1.PodSpec) (*appsv1.Deployment, *appsv1.ReplicaSet) {
-	e.t.Helper()
+func (e *Env) Deployment(name string, spec corev1.PodSpec) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+	e.T.Helper()
 	zero := int32(0)
 	lbl := map[string]string{"app": name}
-	d, err := e.admin.AppsV1().Deployments(e.ns).Create(ctx(e.t), &appsv1.Deployment{
+	d, err := e.Admin.AppsV1().Deployments(e.NS).Create(Ctx(e.T), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: lbl},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: spec}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var rs *appsv1.ReplicaSet
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cluster.WaitUntil(e.t, c, 200*time.Millisecond, "the Deployment's ReplicaSet", func() (bool, string) {
-		rss, err := cluster.ControlledReplicaSets(c, e.admin, e.ns, name, d.UID)
+	cluster.WaitUntil(e.T, c, 200*time.Millisecond, "the Deployment's ReplicaSet", func() (bool, string) {
+		rss, err := cluster.ControlledReplicaSets(c, e.Admin, e.NS, name, d.UID)
 		if err != nil || len(rss) == 0 {
 			return false, fmt.Sprintf("%d ReplicaSets (%v)", len(rss), err)
 		}
@@ -295,27 +295,27 @@ func (e *env) deployment(name string, spec corev1.PodSpec) (*appsv1.Deployment, 
 	return d, rs
 }
 
-func (e *env) statefulSet(name string, spec corev1.PodSpec) *appsv1.StatefulSet {
-	e.t.Helper()
+func (e *Env) StatefulSet(name string, spec corev1.PodSpec) *appsv1.StatefulSet {
+	e.T.Helper()
 	zero := int32(0)
 	lbl := map[string]string{"app": name}
-	s, err := e.admin.AppsV1().StatefulSets(e.ns).Create(ctx(e.t), &appsv1.StatefulSet{
+	s, err := e.Admin.AppsV1().StatefulSets(e.NS).Create(Ctx(e.T), &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.StatefulSetSpec{Replicas: &zero, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: lbl},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: spec}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return s
 }
 
-// jobUsersKubeconfig is the Job's identity with exactly examples/job.yaml's RBAC, once the
+// JobUsersKubeconfig is the Job's identity with exactly examples/job.yaml's RBAC, once the
 // authorizer grants the lists of the namespace's users too (jobKubeconfig waits only for get
 // on rollouts and patch on configmaps).
-func jobUsersKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
+func JobUsersKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
 	t.Helper()
-	kc := jobKubeconfig(t, c, ns)
+	kc := JobKubeconfig(t, c, ns)
 	c.WaitForRBAC(t, "system:serviceaccount:"+ns+":configmap-attacher-job", ns, []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list"}},
@@ -325,8 +325,8 @@ func jobUsersKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
 	return kc
 }
 
-// runJob runs the Job mode (the command line) to its end with the Job's example RBAC.
-func runJob(t *testing.T, kubeconfig string, args ...string) (int, string, string) {
+// RunJob runs the Job mode (the command line) to its end with the Job's example RBAC.
+func RunJob(t *testing.T, kubeconfig string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr cluster.SyncBuffer
 	code := (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 200 * time.Millisecond}).Main(
@@ -334,7 +334,7 @@ func runJob(t *testing.T, kubeconfig string, args ...string) (int, string, strin
 	return code, stdout.String(), stderr.String()
 }
 
-func hasString(list []string, parts ...string) bool {
+func HasString(list []string, parts ...string) bool {
 	for _, s := range list {
 		ok := true
 		for _, p := range parts {
@@ -347,8 +347,8 @@ func hasString(list []string, parts ...string) bool {
 	return false
 }
 
-// excerpt is the text around each mention of what in s.
-func excerpt(s, what string) string {
+// Excerpt is the text around each mention of what in s.
+func Excerpt(s, what string) string {
 	var out []string
 	for i := 0; i < len(s) && len(out) < 4; {
 		j := strings.Index(s[i:], what)
@@ -362,7 +362,7 @@ func excerpt(s, what string) string {
 	return strings.Join(out, " … ")
 }
 
-func addedNames(fix *audit.FixResult) []string {
+func AddedNames(fix *audit.FixResult) []string {
 	var out []string
 	for _, a := range fix.Added {
 		out = append(out, fmt.Sprintf("%s %s ← %s", a.Kind, a.Name, strings.Join(a.ReplicaSets, ",")))
@@ -382,74 +382,74 @@ func addedNames(fix *audit.FixResult) []string {
 // the writes name the dead ReplicaSet.
 func TestRecreatedAppGCHeldBack(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	spec := podSpec([]string{"web-config"}, nil)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	spec := PodSpec([]string{"web-config"}, nil)
 
 	// The app as it was: Rollout, ReplicaSet, the ConfigMap owned by it (through the step).
-	oldRO := e.rollout("web")
-	oldRS := e.replicaSet(oldRO, "old111", spec)
-	e.configMap("web-config")
-	mustSucceed(t, run(t, newStep(cfg), oldRO, "old111", map[string]any{"configMaps": []string{"web-config"}}))
-	e.exactOwners("before the recreation", "cm", "web-config", oldRS.UID)
-	e.waitObserved(oldRS) // the ReplicaSet controller is done with it before the freeze
+	oldRO := e.Rollout("web")
+	oldRS := e.ReplicaSet(oldRO, "old111", spec)
+	e.ConfigMap("web-config")
+	MustSucceed(t, Run(t, NewStep(cfg), oldRO, "old111", map[string]any{"configMaps": []string{"web-config"}}))
+	e.ExactOwners("before the recreation", "cm", "web-config", oldRS.UID)
+	e.WaitObserved(oldRS) // the ReplicaSet controller is done with it before the freeze
 
 	// Prepare the controller mode's binary and identity before the freeze (building takes a while).
-	pluginBinary(t)
+	PluginBinary(t)
 
-	resume := freezeControllerManager(t, c)
+	resume := FreezeControllerManager(t, c)
 	bg := metav1.DeletePropagationBackground
-	if err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Delete(ctx(t), "web", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+	if err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Delete(Ctx(t), "web", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.admin.CoreV1().ConfigMaps(e.ns).Delete(ctx(t), "web-config", metav1.DeleteOptions{}); err != nil {
+	if err := e.Admin.CoreV1().ConfigMaps(e.NS).Delete(Ctx(t), "web-config", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	newCM := e.configMap("web-config") // same name, new UID, no owners
-	newRO := e.rollout("web")          // same name, new UID
+	newCM := e.ConfigMap("web-config") // same name, new UID, no owners
+	newRO := e.Rollout("web")          // same name, new UID
 	if newRO.UID == oldRO.UID {
 		t.Fatal("the Rollout kept its UID")
 	}
-	newRS := e.replicaSet(newRO, "new222", spec) // the new app's ReplicaSet (by hand: nothing runs the Rollout)
-	hist := e.watchOwners("web-config", newCM.ResourceVersion)
+	newRS := e.ReplicaSet(newRO, "new222", spec) // the new app's ReplicaSet (by hand: nothing runs the Rollout)
+	hist := e.WatchOwners("web-config", newCM.ResourceVersion)
 
 	time.Sleep(time.Second)
-	if rs := mustRS(t, e, oldRS.Name); rs.DeletionTimestamp != nil {
+	if rs := MustRS(t, e, oldRS.Name); rs.DeletionTimestamp != nil {
 		t.Fatalf("the garbage collector is not held back: %s has a deletionTimestamp", rs.Name)
 	}
 
 	// a) The core directly: the namespace's users, and the ConfigMap as a candidate.
-	a := attacherFor(t, e)
-	users, err := a.ReadUsage(ctx(t), e.ns)
+	a := AttacherFor(t, e)
+	users, err := a.ReadUsage(Ctx(t), e.NS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Reconcile(ctx(t), plugin.Request{Namespace: e.ns, Users: users, Candidates: []plugin.Candidate{e.candidate("web-config")}})
+	res, err := a.Reconcile(Ctx(t), plugin.Request{Namespace: e.NS, Users: users, Candidates: []plugin.Candidate{e.Candidate("web-config")}})
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	if writesName(res.Plan.Writes, oldRS.UID) || writesName(res.Added, oldRS.UID) {
+	if WritesName(res.Plan.Writes, oldRS.UID) || WritesName(res.Added, oldRS.UID) {
 		t.Errorf("core: the writes name the dead app's ReplicaSet %s: %+v", oldRS.Name, res.Added)
 	}
-	if !writesName(res.Added, newRS.UID) {
+	if !WritesName(res.Added, newRS.UID) {
 		t.Errorf("core: the new ReplicaSet was not added: %+v", res.Added)
 	}
-	e.exactOwners("core", "cm", "web-config", newRS.UID)
+	e.ExactOwners("core", "cm", "web-config", newRS.UID)
 
 	// b) The step of the new Rollout, with the ConfigMap listed.
-	e.clearOwners("cm", "web-config")
-	res2 := run(t, newStep(cfg), newRO, "new222", map[string]any{"configMaps": []string{"web-config"}})
-	mustSucceed(t, res2)
-	e.exactOwners("step", "cm", "web-config", newRS.UID)
+	e.ClearOwners("cm", "web-config")
+	res2 := Run(t, NewStep(cfg), newRO, "new222", map[string]any{"configMaps": []string{"web-config"}})
+	MustSucceed(t, res2)
+	e.ExactOwners("step", "cm", "web-config", newRS.UID)
 
 	// c) The controller mode (the real binary).
-	e.clearOwners("cm", "web-config")
-	cp := e.controllerMode()
-	e.waitOwners("cm", "web-config", 30*time.Second, newRS.UID)
+	e.ClearOwners("cm", "web-config")
+	cp := e.ControllerMode()
+	e.WaitOwners("cm", "web-config", 30*time.Second, newRS.UID)
 	time.Sleep(2 * time.Second) // a second (wrong) write would come now
-	e.exactOwners("controller", "cm", "web-config", newRS.UID)
+	e.ExactOwners("controller", "cm", "web-config", newRS.UID)
 
-	if hist.named(oldRS.UID) {
+	if hist.Named(oldRS.UID) {
 		t.Errorf("a write named the dead app's ReplicaSet %s; owner lists seen: %s", oldRS.Name, hist)
 	}
 	t.Logf("owner lists seen on the watch: %s", hist)
@@ -458,7 +458,7 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 	resume()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err := e.admin.AppsV1().ReplicaSets(e.ns).Get(ctx(t), oldRS.Name, metav1.GetOptions{})
+		_, err := e.Admin.AppsV1().ReplicaSets(e.NS).Get(Ctx(t), oldRS.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
@@ -467,8 +467,8 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	e.stillThere("cm", "web-config", 3*time.Second)
-	e.exactOwners("after the collection", "cm", "web-config", newRS.UID)
+	e.StillThere("cm", "web-config", 3*time.Second)
+	e.ExactOwners("after the collection", "cm", "web-config", newRS.UID)
 	if !cp.Running() {
 		t.Errorf("the controller mode exited: %s", cp.LogTail(20))
 	}
@@ -483,44 +483,44 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 // workload's own ReplicaSets) the Deployment's ReplicaSet is missing.
 func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	spec := podSpec([]string{"shared-cfg"}, nil)
-	e.configMap("shared-cfg")
-	ro, roRS := e.settledRollout(corev1.PodTemplateSpec{Spec: spec})
-	_, depRS := e.deployment("api", spec)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	spec := PodSpec([]string{"shared-cfg"}, nil)
+	e.ConfigMap("shared-cfg")
+	ro, roRS := e.SettledRollout(corev1.PodTemplateSpec{Spec: spec})
+	_, depRS := e.Deployment("api", spec)
 	hash := roRS.Labels[plugin.PodTemplateHashLabel]
 
 	// The step.
-	mustSucceed(t, run(t, newStep(cfg), ro, hash, map[string]any{"configMaps": []string{"shared-cfg"}}))
-	e.exactOwners("step", "cm", "shared-cfg", roRS.UID, depRS.UID)
+	MustSucceed(t, Run(t, NewStep(cfg), ro, hash, map[string]any{"configMaps": []string{"shared-cfg"}}))
+	e.ExactOwners("step", "cm", "shared-cfg", roRS.UID, depRS.UID)
 
 	// The Job.
-	e.clearOwners("cm", "shared-cfg")
-	code, stdout, stderr := runJob(t, jobUsersKubeconfig(t, c, e.ns), "-rollout", "web", "-namespace", e.ns, "-configmaps", "shared-cfg")
+	e.ClearOwners("cm", "shared-cfg")
+	code, stdout, stderr := RunJob(t, JobUsersKubeconfig(t, c, e.NS), "-rollout", "web", "-namespace", e.NS, "-configmaps", "shared-cfg")
 	if code != 0 {
 		t.Fatalf("job: exit %d: %s %s", code, stdout, stderr)
 	}
-	e.exactOwners("job", "cm", "shared-cfg", roRS.UID, depRS.UID)
+	e.ExactOwners("job", "cm", "shared-cfg", roRS.UID, depRS.UID)
 
 	// audit -fix.
-	e.clearOwners("cm", "shared-cfg")
-	code, out, aerr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
-	rep := auditJSON(t, out)
+	e.ClearOwners("cm", "shared-cfg")
+	code, out, aerr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
+	rep := AuditJSON(t, out)
 	if rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 		t.Fatalf("audit -fix: exit %d fix %+v: %s", code, rep.Fix, aerr)
 	}
-	t.Logf("audit -fix added %q", addedNames(rep.Fix))
-	e.exactOwners("audit -fix", "cm", "shared-cfg", roRS.UID, depRS.UID)
+	t.Logf("audit -fix added %q", AddedNames(rep.Fix))
+	e.ExactOwners("audit -fix", "cm", "shared-cfg", roRS.UID, depRS.UID)
 
 	// The controller mode.
-	e.clearOwners("cm", "shared-cfg")
-	e.controllerMode()
-	e.waitOwners("cm", "shared-cfg", 30*time.Second, roRS.UID, depRS.UID)
+	e.ClearOwners("cm", "shared-cfg")
+	e.ControllerMode()
+	e.WaitOwners("cm", "shared-cfg", 30*time.Second, roRS.UID, depRS.UID)
 
 	// Deleting the Rollout's ReplicaSet leaves the ConfigMap to the Deployment's.
-	e.deleteRS(roRS)
-	e.stillThere("cm", "shared-cfg", 3*time.Second)
+	e.DeleteRS(roRS)
+	e.StillThere("cm", "shared-cfg", 3*time.Second)
 }
 
 // ---- 3. shared config across a Rollout and a StatefulSet ----------------------------------
@@ -534,24 +534,24 @@ func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 // event requeues what it blocked; the default -resync is 10 minutes).
 func TestStatefulSetBlocksAdoption(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	spec := podSpec([]string{"web-config"}, nil)
-	e.configMap("web-config")
-	ro, roRS := e.settledRollout(corev1.PodTemplateSpec{Spec: spec})
-	e.statefulSet("cache", spec)
+	e := NewEnv(t, c)
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	spec := PodSpec([]string{"web-config"}, nil)
+	e.ConfigMap("web-config")
+	ro, roRS := e.SettledRollout(corev1.PodTemplateSpec{Spec: spec})
+	e.StatefulSet("cache", spec)
 	hash := roRS.Labels[plugin.PodTemplateHashLabel]
-	before := e.state("cm", "web-config")
+	before := e.State("cm", "web-config")
 	unchanged := func(mode string) {
 		t.Helper()
-		if a := e.state("cm", "web-config"); a.rv != before.rv || len(a.owners) != 0 {
+		if a := e.State("cm", "web-config"); a.rv != before.rv || len(a.owners) != 0 {
 			t.Errorf("%s wrote the ConfigMap: resourceVersion %s → %s, owners %v", mode, before.rv, a.rv, a.owners)
 		}
 	}
 	const blocked = "ConfigMap web-config is also used by StatefulSet cache"
 
 	// The step.
-	res := run(t, newStep(cfg), ro, hash, map[string]any{"configMaps": []string{"web-config"}})
+	res := Run(t, NewStep(cfg), ro, hash, map[string]any{"configMaps": []string{"web-config"}})
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, blocked) || !strings.Contains(res.Message, "nothing was written") {
 		t.Errorf("step: %s: %s", res.Phase, res.Message)
 	}
@@ -559,25 +559,25 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 	unchanged("the step")
 
 	// The Job.
-	code, stdout, stderr := runJob(t, jobUsersKubeconfig(t, c, e.ns), "-rollout", "web", "-namespace", e.ns, "-configmaps", "web-config")
+	code, stdout, stderr := RunJob(t, JobUsersKubeconfig(t, c, e.NS), "-rollout", "web", "-namespace", e.NS, "-configmaps", "web-config")
 	if code != cmd.ExitFail || !strings.Contains(stderr, blocked) || !strings.Contains(stderr, "nothing was written") {
 		t.Errorf("job: exit %d: stdout %q stderr %q", code, stdout, stderr)
 	}
 	unchanged("the Job")
 
 	// audit -fix.
-	_, out, aerr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
-	rep := auditJSON(t, out)
+	_, out, aerr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
+	rep := AuditJSON(t, out)
 	if rep.Fix == nil {
 		t.Fatalf("audit -fix: no fix result: %s", aerr)
 	}
-	if len(rep.Fix.Added) != 0 || !hasString(rep.Fix.Skipped, blocked) {
-		t.Errorf("audit -fix: added %q skipped %q errors %q", addedNames(rep.Fix), rep.Fix.Skipped, rep.Fix.Errors)
+	if len(rep.Fix.Added) != 0 || !HasString(rep.Fix.Skipped, blocked) {
+		t.Errorf("audit -fix: added %q skipped %q errors %q", AddedNames(rep.Fix), rep.Fix.Skipped, rep.Fix.Errors)
 	}
 	unchanged("audit -fix")
 
 	// The controller mode: ready, then a few seconds; the block is counted and an Event says why.
-	cp := e.controllerMode()
+	cp := e.ControllerMode()
 	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var metric float64
@@ -591,7 +591,7 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 	})
 	var event string
 	cluster.WaitUntil(t, wctx, 250*time.Millisecond, "a Warning Event OwnerReferenceBlocked", func() (bool, string) {
-		l, err := e.admin.CoreV1().Events(e.ns).List(wctx, metav1.ListOptions{FieldSelector: "reason=OwnerReferenceBlocked"})
+		l, err := e.Admin.CoreV1().Events(e.NS).List(wctx, metav1.ListOptions{FieldSelector: "reason=OwnerReferenceBlocked"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -608,10 +608,10 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 	unchanged("the controller mode")
 
 	// The control: without the StatefulSet, the same controller adopts the ConfigMap.
-	if err := e.admin.AppsV1().StatefulSets(e.ns).Delete(ctx(t), "cache", metav1.DeleteOptions{}); err != nil {
+	if err := e.Admin.AppsV1().StatefulSets(e.NS).Delete(Ctx(t), "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitOwners("cm", "web-config", 60*time.Second, roRS.UID)
+	e.WaitOwners("cm", "web-config", 60*time.Second, roRS.UID)
 }
 
 // ---- 4. audit -fix writes under the same rules -------------------------------------------
@@ -627,49 +627,49 @@ func TestAuditFixSameRules(t *testing.T) {
 	c := sharedCluster(t)
 
 	t.Run("pull secret named in the step", func(t *testing.T) {
-		e := newEnv(t, c)
-		spec := podSpec([]string{"cfg"}, nil)
+		e := NewEnv(t, c)
+		spec := PodSpec([]string{"cfg"}, nil)
 		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
-		ro := e.stepRollout("web", `{"secrets":["regcred"],"configMaps":["cfg"]}`, spec)
-		rs := e.replicaSetOf(ro)
-		e.configMap("cfg")
-		e.secret("regcred")
-		before := e.state("secret", "regcred")
+		ro := e.StepRollout("web", `{"secrets":["regcred"],"configMaps":["cfg"]}`, spec)
+		rs := e.ReplicaSetOf(ro)
+		e.ConfigMap("cfg")
+		e.Secret("regcred")
+		before := e.State("secret", "regcred")
 
-		_, out, aerr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
-		rep := auditJSON(t, out)
+		_, out, aerr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
+		rep := AuditJSON(t, out)
 		if rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 			t.Fatalf("audit -fix: fix %+v: %s", rep.Fix, aerr)
 		}
-		t.Logf("added %q skipped %q", addedNames(rep.Fix), rep.Fix.Skipped)
-		if got := strings.Join(addedNames(rep.Fix), "; "); got != "ConfigMap cfg ← "+rs.Name {
+		t.Logf("added %q skipped %q", AddedNames(rep.Fix), rep.Fix.Skipped)
+		if got := strings.Join(AddedNames(rep.Fix), "; "); got != "ConfigMap cfg ← "+rs.Name {
 			t.Errorf("added %q, want only ConfigMap cfg ← %s", got, rs.Name)
 		}
 		// Where it is explained depends on audit's classification (fix.skipped, or a finding
 		// before -fix queues it): logged, not asserted.
-		if !hasString(rep.Fix.Skipped, "regcred", "credential") {
-			t.Logf("fix.skipped does not name regcred; the report says: %s", excerpt(out, "regcred"))
+		if !HasString(rep.Fix.Skipped, "regcred", "credential") {
+			t.Logf("fix.skipped does not name regcred; the report says: %s", Excerpt(out, "regcred"))
 		}
-		if a := e.state("secret", "regcred"); a.rv != before.rv || len(a.owners) != 0 {
+		if a := e.State("secret", "regcred"); a.rv != before.rv || len(a.owners) != 0 {
 			t.Errorf("the pull secret was written: rv %s → %s, owners %v", before.rv, a.rv, a.owners)
 		}
-		e.exactOwners("audit -fix", "cm", "cfg", rs.UID)
+		e.ExactOwners("audit -fix", "cm", "cfg", rs.UID)
 	})
 
 	t.Run("custom discover selector under RequireOptIn", func(t *testing.T) {
-		e := newEnv(t, c)
-		ro := e.stepRollout("web", `{"discover":{"selector":{"matchLabels":{"team":"web"}}}}`, podSpec([]string{"team-only", "team-opted"}, nil))
-		rs := e.replicaSetOf(ro)
+		e := NewEnv(t, c)
+		ro := e.StepRollout("web", `{"discover":{"selector":{"matchLabels":{"team":"web"}}}}`, PodSpec([]string{"team-only", "team-opted"}, nil))
+		rs := e.ReplicaSetOf(ro)
 		for name, lbl := range map[string]map[string]string{
 			"team-only":  {"team": "web"},
 			"team-opted": {"team": "web", plugin.OptInLabel: "true"},
 		} {
-			if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
+			if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
 				Data: map[string]string{"k": name}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		before := e.state("cm", "team-only")
+		before := e.State("cm", "team-only")
 
 		// The audit command has no policy flag: the Auditor with the Policy, as the command
 		// would build it.
@@ -677,44 +677,44 @@ func TestAuditFixSameRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		aud := audit.New(cl, quietLog())
+		aud := audit.New(cl, QuietLog())
 		aud.Policy = plugin.Policy{RequireOptIn: true}
-		rep, err := aud.Run(ctx(t), e.ns, "", true)
+		rep, err := aud.Run(Ctx(t), e.NS, "", true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 			t.Fatalf("fix %+v", rep.Fix)
 		}
-		t.Logf("with RequireOptIn: added %q skipped %q", addedNames(rep.Fix), rep.Fix.Skipped)
-		if got := strings.Join(addedNames(rep.Fix), "; "); got != "ConfigMap team-opted ← "+rs.Name {
+		t.Logf("with RequireOptIn: added %q skipped %q", AddedNames(rep.Fix), rep.Fix.Skipped)
+		if got := strings.Join(AddedNames(rep.Fix), "; "); got != "ConfigMap team-opted ← "+rs.Name {
 			t.Errorf("added %q, want only ConfigMap team-opted ← %s", got, rs.Name)
 		}
-		if !hasString(rep.Fix.Skipped, "team-only") {
+		if !HasString(rep.Fix.Skipped, "team-only") {
 			b, _ := json.Marshal(rep)
-			t.Logf("fix.skipped does not name team-only; the report says: %s", excerpt(string(b), "team-only"))
+			t.Logf("fix.skipped does not name team-only; the report says: %s", Excerpt(string(b), "team-only"))
 		}
-		if a := e.state("cm", "team-only"); a.rv != before.rv || len(a.owners) != 0 {
+		if a := e.State("cm", "team-only"); a.rv != before.rv || len(a.owners) != 0 {
 			t.Errorf("team-only was written under RequireOptIn: rv %s → %s, owners %v", before.rv, a.rv, a.owners)
 		}
-		e.exactOwners("with the policy", "cm", "team-opted", rs.UID)
+		e.ExactOwners("with the policy", "cm", "team-opted", rs.UID)
 
 		// The control: without the policy the step's selector is enough.
-		_, out, aerr := runAudit(t, &cmd.Audit{}, "-namespace", e.ns, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
-		rep2 := auditJSON(t, out)
+		_, out, aerr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-fix", "-o", "json")
+		rep2 := AuditJSON(t, out)
 		if rep2.Fix == nil || len(rep2.Fix.Errors) != 0 {
 			t.Fatalf("audit -fix: fix %+v: %s", rep2.Fix, aerr)
 		}
-		e.exactOwners("without the policy", "cm", "team-only", rs.UID)
+		e.ExactOwners("without the policy", "cm", "team-only", rs.UID)
 	})
 }
 
-// stepRollout creates a Rollout whose canary steps run configmap-attacher with config (JSON)
+// StepRollout creates a Rollout whose canary steps run configmap-attacher with config (JSON)
 // and whose template has spec; its status says the controller observed it.
-func (e *env) stepRollout(name, config string, spec corev1.PodSpec) *v1alpha1.Rollout {
-	e.t.Helper()
+func (e *Env) StepRollout(name, config string, spec corev1.PodSpec) *v1alpha1.Rollout {
+	e.T.Helper()
 	ro := &v1alpha1.Rollout{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
 		Spec: v1alpha1.RolloutSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: spec},
@@ -724,9 +724,9 @@ func (e *env) stepRollout(name, config string, spec corev1.PodSpec) *v1alpha1.Ro
 			}}},
 		},
 	}
-	ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Create(ctx(e.t), ro, metav1.CreateOptions{})
+	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Create(Ctx(e.T), ro, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return ro
 }

@@ -20,13 +20,13 @@ import (
 // attaches; the step, given the Rollout with the selector the controller resolved, attaches too.
 func TestWorkloadRefCommandLine(t *testing.T) {
 	c := sharedCluster(t)
-	e := newEnv(t, c)
+	e := NewEnv(t, c)
 	zero := int32(0)
 	labels := map[string]string{"app": "web"}
-	d, err := e.admin.AppsV1().Deployments(e.ns).Create(ctx(t), &appsv1.Deployment{
+	d, err := e.Admin.AppsV1().Deployments(e.NS).Create(Ctx(t), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec([]string{"cfg"}, []string{"sec"})}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: PodSpec([]string{"cfg"}, []string{"sec"})}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,40 +36,40 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 	ro := &v1alpha1.Rollout{}
 	body := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"web"},
 		"spec":{"workloadRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"web"},"strategy":{"canary":{}}}}`
-	if err := e.rollouts.ArgoprojV1alpha1().RESTClient().Post().Namespace(e.ns).Resource("rollouts").
-		Body([]byte(body)).Do(ctx(t)).Into(ro); err != nil {
+	if err := e.Rollouts.ArgoprojV1alpha1().RESTClient().Post().Namespace(e.NS).Resource("rollouts").
+		Body([]byte(body)).Do(Ctx(t)).Into(ro); err != nil {
 		t.Fatal(err)
 	}
-	rs := e.replicaSet(ro, "wr1111", podSpec([]string{"cfg"}, []string{"sec"}))
-	e.configMap("cfg")
-	e.secret("sec")
+	rs := e.ReplicaSet(ro, "wr1111", PodSpec([]string{"cfg"}, []string{"sec"}))
+	e.ConfigMap("cfg")
+	e.Secret("sec")
 	// The controller has seen the Rollout but not yet the Deployment's generation.
 	ro.Status.ObservedGeneration = "1"
 	ro.Status.CurrentPodHash = "wr1111"
 	ro.Status.WorkloadObservedGeneration = "0"
-	if ro, err = e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	jobCfg := c.ServiceAccountConfig(t, e.ns, "configmap-attacher-job", nil, nil)
-	c.ApplyYAMLFile(t, nil, repoFile("examples", "job.yaml"), e.ns)
-	c.WaitForRBAC(t, "system:serviceaccount:"+e.ns+":configmap-attacher-job", e.ns, []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}}})
+	jobCfg := c.ServiceAccountConfig(t, e.NS, "configmap-attacher-job", nil, nil)
+	c.ApplyYAMLFile(t, nil, RepoFile("examples", "job.yaml"), e.NS)
+	c.WaitForRBAC(t, "system:serviceaccount:"+e.NS+":configmap-attacher-job", e.NS, []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}}})
 	kubeconfig := c.WriteKubeconfig(t, jobCfg)
 
 	done := make(chan int)
 	var stdout, stderr strings.Builder
 	go func() {
 		done <- (&cmd.Job{Stdout: &stdout, Stderr: &stderr, PollInterval: 100 * time.Millisecond}).Main(
-			[]string{"-rollout", "web", "-namespace", e.ns, "-configmaps", "cfg", "-secrets", "sec", "-kubeconfig", kubeconfig, "-timeout", "30s"})
+			[]string{"-rollout", "web", "-namespace", e.NS, "-configmaps", "cfg", "-secrets", "sec", "-kubeconfig", kubeconfig, "-timeout", "30s"})
 	}()
 	time.Sleep(800 * time.Millisecond)
-	if uids, _, _ := e.ownerUIDs("cm", "cfg"); len(uids) != 0 {
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg"); len(uids) != 0 {
 		t.Fatalf("attached before the controller observed the Deployment: %v", uids)
 	}
 	ro.Status.WorkloadObservedGeneration = "1"
 	if d.Generation != 1 {
 		t.Fatalf("deployment generation %d", d.Generation)
 	}
-	if _, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).UpdateStatus(ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if code := <-done; code != 0 {
@@ -82,28 +82,28 @@ func TestWorkloadRefCommandLine(t *testing.T) {
 		name := map[string]string{"cm": "cfg", "secret": "sec"}[k]
 		// The Rollout's ReplicaSet, and (every user counts) the Deployment's own ReplicaSet,
 		// which the deployment controller made from the same template, scaled to zero.
-		if uids, _, _ := e.ownerUIDs(k, name); !uids[string(rs.UID)] || len(uids) != 1+len(deploymentReplicaSets(t, e, d)) {
+		if uids, _, _ := e.OwnerUIDs(k, name); !uids[string(rs.UID)] || len(uids) != 1+len(DeploymentReplicaSets(t, e, d)) {
 			t.Errorf("%s owners %v, want %s and the Deployment's ReplicaSets", name, uids, rs.Name)
 		}
 	}
 
 	// Step mode: the controller resolves the template and selector from the Deployment into
 	// the Rollout it passes to the plugin.
-	e.configMap("cfg-2")
-	rs2 := e.replicaSet(ro, "wr2222", podSpec([]string{"cfg-2"}, nil))
+	e.ConfigMap("cfg-2")
+	rs2 := e.ReplicaSet(ro, "wr2222", PodSpec([]string{"cfg-2"}, nil))
 	resolved := ro.DeepCopy()
 	resolved.Spec.Selector = d.Spec.Selector
-	cfg := controllerIdentity(t, c, e.ns, "rbac-step-plugin.yaml")
-	mustSucceed(t, run(t, newStep(cfg), resolved, "wr2222", map[string]any{"configMaps": []string{"cfg-2"}}))
-	if uids, _, _ := e.ownerUIDs("cm", "cfg-2"); !uids[string(rs2.UID)] {
+	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	MustSucceed(t, Run(t, NewStep(cfg), resolved, "wr2222", map[string]any{"configMaps": []string{"cfg-2"}}))
+	if uids, _, _ := e.OwnerUIDs("cm", "cfg-2"); !uids[string(rs2.UID)] {
 		t.Errorf("cfg-2 owners %v", uids)
 	}
 }
 
-// deploymentReplicaSets are the ReplicaSets the deployment controller made for d.
-func deploymentReplicaSets(t *testing.T, e *env, d *appsv1.Deployment) []string {
+// DeploymentReplicaSets are the ReplicaSets the deployment controller made for d.
+func DeploymentReplicaSets(t *testing.T, e *Env, d *appsv1.Deployment) []string {
 	t.Helper()
-	l, err := e.admin.AppsV1().ReplicaSets(e.ns).List(ctx(t), metav1.ListOptions{})
+	l, err := e.Admin.AppsV1().ReplicaSets(e.NS).List(Ctx(t), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
