@@ -33,7 +33,7 @@ const apiFaultSpacing = 60 * time.Second
 // resourceVersion window sees one.
 const resync = 15 * time.Second
 
-// The apiserver flags of a throttling period (as test/integration's TestThrottledAPIServer):
+// The apiserver flags of a throttling period (as test/faults' TestThrottledAPIServer):
 // the ServiceAccounts of the plugin and the controller mode get 429s; system:masters (the
 // Rollouts controller, kube-controller-manager, the fake kubelet, this test) is exempt.
 var throttleFlags = []string{"--enable-priority-and-fairness=false", "--max-requests-inflight=2", "--max-mutating-requests-inflight=1"}

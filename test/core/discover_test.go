@@ -1,9 +1,11 @@
-package integration
+package core
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
 
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +21,10 @@ import (
 // revision but not opted in is never adopted. The figures are logged for the docs.
 func TestDiscoverTenReplicaSets(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
-	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(realapi.Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 10; i++ {
@@ -30,15 +32,15 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 		e.ConfigMap(cm) // opted in (label configmap-attacher/revisioned=true)
 		s := e.Secret(sec)
 		s.Labels = map[string]string{plugin.OptInLabel: "true"}
-		if _, err := e.Admin.CoreV1().Secrets(e.NS).Update(Ctx(t), s, metav1.UpdateOptions{}); err != nil {
+		if _, err := e.Admin.CoreV1().Secrets(e.NS).Update(realapi.Ctx(t), s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		e.ReplicaSet(ro, fmt.Sprintf("rev%d", i), PodSpec([]string{cm, "static"}, []string{sec}))
+		e.ReplicaSet(ro, fmt.Sprintf("rev%d", i), realapi.PodSpec([]string{cm, "static"}, []string{sec}))
 	}
 	counter := cluster.NewCounter()
-	s := NewStep(counter.Wrap(cfg))
-	res := Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
-	MustSucceed(t, res)
+	s := realapi.NewStep(counter.Wrap(cfg))
+	res := realapi.Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	realapi.MustSucceed(t, res)
 	t.Logf("discover, 10 ReplicaSets, first run: %s (%d requests)", counter, counter.Total())
 	if counter.Count("list", "replicasets") != 1 || counter.Count("list", "configmaps") != 1 || counter.Count("list", "secrets") != 1 ||
 		counter.Count("patch", "configmaps") != 10 || counter.Count("patch", "secrets") != 10 || counter.Total() != 28 {
@@ -47,7 +49,7 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 	if !strings.Contains(res.Message, "discover: added 20 owner reference(s)") {
 		t.Errorf("message %q", res.Message)
 	}
-	rss, _ := e.Admin.AppsV1().ReplicaSets(e.NS).List(Ctx(t), metav1.ListOptions{})
+	rss, _ := e.Admin.AppsV1().ReplicaSets(e.NS).List(realapi.Ctx(t), metav1.ListOptions{})
 	for _, rs := range rss.Items {
 		i := strings.TrimPrefix(rs.Name, "web-rev")
 		for _, k := range []string{"cm", "secret"} {
@@ -62,14 +64,14 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 		t.Errorf("static was adopted: %v", uids)
 	}
 	counter.Reset()
-	res = Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
-	MustSucceed(t, res)
+	res = realapi.Run(t, s, ro, "rev10", map[string]any{"discover": map[string]any{}})
+	realapi.MustSucceed(t, res)
 	t.Logf("discover, 10 ReplicaSets, repeat: %s (%d requests)", counter, counter.Total())
 	if counter.Total() != 8 {
 		t.Errorf("repeat: %s, want 8 lists (2 of the objects, 6 of the users) and no patch", counter)
 	}
 	// Deleting the oldest ReplicaSet collects exactly its objects.
-	old, _ := e.Admin.AppsV1().ReplicaSets(e.NS).Get(Ctx(t), "web-rev1", metav1.GetOptions{})
+	old, _ := e.Admin.AppsV1().ReplicaSets(e.NS).Get(realapi.Ctx(t), "web-rev1", metav1.GetOptions{})
 	e.DeleteRS(old)
 	e.WaitGone("cm", "cfg-1")
 	e.WaitGone("secret", "sec-1")
@@ -80,13 +82,13 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 // TestDryRunAgainstAPIServer: a dry run reports and writes nothing (resourceVersions stay).
 func TestDryRunAgainstAPIServer(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
-	e.ReplicaSet(ro, "aaa111", PodSpec([]string{"cfg"}, nil))
+	e.ReplicaSet(ro, "aaa111", realapi.PodSpec([]string{"cfg"}, nil))
 	e.ConfigMap("cfg")
 	_, rv, _ := e.OwnerUIDs("cm", "cfg")
-	res := Run(t, NewStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
+	res := realapi.Run(t, realapi.NewStep(cfg), ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}, "discover": map[string]any{}, "dryRun": true})
 	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "would add ConfigMap cfg ← web-aaa111") {
 		t.Fatalf("%s: %s", res.Phase, res.Message)
 	}
@@ -99,17 +101,17 @@ func TestDryRunAgainstAPIServer(t *testing.T) {
 // with the step's message, as the controller's service account (which may create events).
 func TestEventsOnRollout(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
-	e.ReplicaSet(ro, "aaa111", PodSpec([]string{"cfg"}, nil))
+	e.ReplicaSet(ro, "aaa111", realapi.PodSpec([]string{"cfg"}, nil))
 	e.ConfigMap("cfg")
 	e.ConfigMap("unrelated")
-	s := NewStep(cfg)
+	s := realapi.NewStep(cfg)
 	s.Events = &plugin.APIEvents{Client: s.Client}
-	ok := Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
-	bad := Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})
-	evs, err := e.Admin.CoreV1().Events(e.NS).List(Ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=Rollout,involvedObject.name=web"})
+	ok := realapi.Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"cfg"}})
+	bad := realapi.Run(t, s, ro, "aaa111", map[string]any{"configMaps": []string{"unrelated"}})
+	evs, err := e.Admin.CoreV1().Events(e.NS).List(realapi.Ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=Rollout,involvedObject.name=web"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package integration
+package audit
 
 import (
 	"encoding/json"
@@ -10,94 +10,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
-
-func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb strings.Builder
-	cli.Stdout, cli.Stderr = &out, &errb
-	code := cli.Main(args)
-	return code, out.String(), errb.String()
-}
-
-// CountedAudit is the audit command on clients whose requests the counter sees; ConfigMaps
-// and Secrets are listed through the metadata client, as the default clients do.
-func CountedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
-	cfg = counter.Wrap(cfg)
-	return &cmd.Audit{
-		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
-	}
-}
-
-func AuditJSON(t *testing.T, out string) audit.Report {
-	t.Helper()
-	var rep audit.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("audit -o json: %v\n%s", err, out)
-	}
-	return rep
-}
-
-// ObjectState is what must not change except the owner references -fix adds.
-type ObjectState struct {
-	rv     string
-	data   string
-	labels map[string]string
-	owners map[types.UID]bool // owner UID → controller
-}
-
-func (e *Env) State(kind, name string) ObjectState {
-	e.T.Helper()
-	var meta metav1.ObjectMeta
-	var data any
-	if kind == "secret" {
-		s, err := e.Admin.CoreV1().Secrets(e.NS).Get(Ctx(e.T), name, metav1.GetOptions{})
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		meta, data = s.ObjectMeta, s.Data
-	} else {
-		c, err := e.Admin.CoreV1().ConfigMaps(e.NS).Get(Ctx(e.T), name, metav1.GetOptions{})
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		meta, data = c.ObjectMeta, c.Data
-	}
-	b, _ := json.Marshal(data)
-	st := ObjectState{rv: meta.ResourceVersion, data: string(b), labels: meta.Labels, owners: map[types.UID]bool{}}
-	for _, r := range meta.OwnerReferences {
-		st.owners[r.UID] = r.Controller != nil && *r.Controller
-	}
-	return st
-}
-
-// Revisioned creates a ReplicaSet of the Rollout with the revision annotation the controller sets.
-func (e *Env) Revisioned(ro *v1alpha1.Rollout, hash, rev string, spec corev1.PodSpec) *appsv1.ReplicaSet {
-	e.T.Helper()
-	rs := e.ReplicaSet(ro, hash, spec)
-	// A patch: the ReplicaSet controller updates the status meanwhile.
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, plugin.RevisionAnnotation, rev)
-	rs, err := e.Admin.AppsV1().ReplicaSets(e.NS).Patch(Ctx(e.T), rs.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return rs
-}
-
-func RsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller}
-}
 
 // The audit against a real apiserver, garbage collector running: a Rollout with three
 // ReplicaSets, the original tool's controller references (one on the wrong ReplicaSet), a
@@ -108,7 +31,7 @@ func RsOwner(rs *appsv1.ReplicaSet, controller bool) metav1.OwnerReference {
 // and refuse to run twice.
 func TestAudit(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
+	e := realapi.NewEnv(t, c)
 
 	ro := &v1alpha1.Rollout{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.NS},
@@ -122,24 +45,24 @@ func TestAudit(t *testing.T) {
 			}}},
 		},
 	}
-	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Create(Ctx(t), ro, metav1.CreateOptions{})
+	ro, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Create(realapi.Ctx(t), ro, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ro.Status.CurrentPodHash = "rev3"
-	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
+	if ro, err = e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).UpdateStatus(realapi.Ctx(t), ro, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rev1 := e.Revisioned(ro, "rev1", "1", PodSpec([]string{"cfg-1", "cfg-shared"}, nil))
-	rev2 := e.Revisioned(ro, "rev2", "2", PodSpec([]string{"cfg-2", "cfg-shared"}, nil))
-	rev3 := e.Revisioned(ro, "rev3", "3", PodSpec([]string{"cfg-3", "static"}, []string{"sec-named", "sec-static"}))
+	rev1 := e.Revisioned(ro, "rev1", "1", realapi.PodSpec([]string{"cfg-1", "cfg-shared"}, nil))
+	rev2 := e.Revisioned(ro, "rev2", "2", realapi.PodSpec([]string{"cfg-2", "cfg-shared"}, nil))
+	rev3 := e.Revisioned(ro, "rev3", "3", realapi.PodSpec([]string{"cfg-3", "static"}, []string{"sec-named", "sec-static"}))
 	// cfg-1 is lost: never created.
-	e.ConfigMap("cfg-shared")                      // opted in, unowned: -fix adds rev1 and rev2
-	e.ConfigMap("cfg-2", RsOwner(rev1, true))      // legacy, on the wrong ReplicaSet: -fix adds rev2
-	e.ConfigMap("cfg-3", RsOwner(rev3, true))      // legacy, on the right ReplicaSet
-	e.ConfigMap("cfg-stray", RsOwner(rev2, false)) // stray: rev2 does not use it
-	e.ConfigMap("orphan")                          // opted in, nothing uses or owns it
-	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"},
+	e.ConfigMap("cfg-shared")                              // opted in, unowned: -fix adds rev1 and rev2
+	e.ConfigMap("cfg-2", realapi.RsOwner(rev1, true))      // legacy, on the wrong ReplicaSet: -fix adds rev2
+	e.ConfigMap("cfg-3", realapi.RsOwner(rev3, true))      // legacy, on the right ReplicaSet
+	e.ConfigMap("cfg-stray", realapi.RsOwner(rev2, false)) // stray: rev2 does not use it
+	e.ConfigMap("orphan")                                  // opted in, nothing uses or owns it
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.NS).Create(realapi.Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static"},
 		Data: map[string]string{"shared.yaml": "tier: static"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +70,13 @@ func TestAudit(t *testing.T) {
 	e.Secret("sec-static") // not labelled, not named: never touched
 
 	objects := map[string]string{"cfg-shared": "cm", "cfg-2": "cm", "cfg-3": "cm", "cfg-stray": "cm", "orphan": "cm", "static": "cm", "sec-named": "secret", "sec-static": "secret"}
-	before := map[string]ObjectState{}
+	before := map[string]realapi.ObjectState{}
 	for n, k := range objects {
 		before[n] = e.State(k, n)
 	}
 
 	// 1. The text report, with the clients built from -kubeconfig as in production.
-	code, out, stderr := RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath)
+	code, out, stderr := realapi.RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath)
 	t.Logf("audit -namespace %s:\n%s", e.NS, out)
 	if code != cmd.ExitFail {
 		t.Errorf("exit %d, want 1 (cfg-1 is lost): %s", code, stderr)
@@ -183,8 +106,8 @@ func TestAudit(t *testing.T) {
 	// then the namespace's users for the shared finding (every user counts): ReplicaSets,
 	// StatefulSets, DaemonSets, Jobs, CronJobs, Pods and the Rollouts controlling ReplicaSets.
 	counter := cluster.NewCounter()
-	code, out, _ = RunAudit(t, CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-o", "json")
-	rep := AuditJSON(t, out)
+	code, out, _ = realapi.RunAudit(t, realapi.CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-o", "json")
+	rep := realapi.AuditJSON(t, out)
 	want := audit.Counts{Lost: 1, Unowned: 3, Stray: 1, Legacy: 2, MissingOwners: 4, Fixable: 4}
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
@@ -215,8 +138,8 @@ func TestAudit(t *testing.T) {
 
 	// 3. -fix: one patch per object lacking owners, only opted-in or step-named ones.
 	counter = cluster.NewCounter()
-	code, out, stderr = RunAudit(t, CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-fix", "-o", "json")
-	rep = AuditJSON(t, out)
+	code, out, stderr = realapi.RunAudit(t, realapi.CountedAudit(c.AdminConfig, counter), "-namespace", e.NS, "-fix", "-o", "json")
+	rep = realapi.AuditJSON(t, out)
 	t.Logf("audit -fix -o json:\n%s", out)
 	if code != cmd.ExitFail || rep.Fix == nil || len(rep.Fix.Errors) != 0 {
 		t.Fatalf("exit %d fix %+v: %s", code, rep.Fix, stderr)
@@ -244,30 +167,30 @@ func TestAudit(t *testing.T) {
 	wantAdded := map[string][]*appsv1.ReplicaSet{"cfg-shared": {rev1, rev2}, "cfg-2": {rev2}, "sec-named": {rev3}}
 	for n, k := range objects {
 		b, a := before[n], e.State(k, n)
-		if a.data != b.data || !reflect.DeepEqual(a.labels, b.labels) {
+		if a.Data != b.Data || !reflect.DeepEqual(a.Labels, b.Labels) {
 			t.Errorf("%s: data or labels changed", n)
 		}
-		for uid, ctrl := range b.owners {
-			if actrl, ok := a.owners[uid]; !ok || actrl != ctrl {
+		for uid, ctrl := range b.Owners {
+			if actrl, ok := a.Owners[uid]; !ok || actrl != ctrl {
 				t.Errorf("%s: owner %s changed or removed", n, uid)
 			}
 		}
-		if len(wantAdded[n]) == 0 && a.rv != b.rv {
-			t.Errorf("%s was written (resourceVersion %s → %s)", n, b.rv, a.rv)
+		if len(wantAdded[n]) == 0 && a.RV != b.RV {
+			t.Errorf("%s was written (resourceVersion %s → %s)", n, b.RV, a.RV)
 		}
-		if len(a.owners) != len(b.owners)+len(wantAdded[n]) {
-			t.Errorf("%s owners %v, before %v", n, a.owners, b.owners)
+		if len(a.Owners) != len(b.Owners)+len(wantAdded[n]) {
+			t.Errorf("%s owners %v, before %v", n, a.Owners, b.Owners)
 		}
 		for _, rs := range wantAdded[n] {
-			if ctrl, ok := a.owners[rs.UID]; !ok || ctrl {
+			if ctrl, ok := a.Owners[rs.UID]; !ok || ctrl {
 				t.Errorf("%s lacks owner %s (controller: false)", n, rs.Name)
 			}
 		}
 	}
 
 	// 4. A second audit: nothing missing; stray and legacy references are still there.
-	code, out, _ = RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
-	rep = AuditJSON(t, out)
+	code, out, _ = realapi.RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = realapi.AuditJSON(t, out)
 	want = audit.Counts{Lost: 1, Unowned: 1, Stray: 1, Legacy: 2}
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("second audit %+v (exit %d), want %+v", rep.Summary, code, want)
@@ -294,15 +217,15 @@ func TestAudit(t *testing.T) {
 		}
 	}
 	// The test operation guards each command: run again, it changes nothing and fails.
-	rv := e.State("cm", "cfg-2").rv
+	rv := e.State("cm", "cfg-2").RV
 	if out, err := sh(cmds[0]); err == nil {
 		t.Errorf("a repeated command succeeded: %s\n%s", cmds[0], out)
 	}
-	if e.State("cm", "cfg-2").rv != rv {
+	if e.State("cm", "cfg-2").RV != rv {
 		t.Error("a repeated command changed cfg-2")
 	}
-	code, out, _ = RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
-	rep = AuditJSON(t, out)
+	code, out, _ = realapi.RunAudit(t, &cmd.Audit{}, "-namespace", e.NS, "-kubeconfig", c.KubeconfigPath, "-o", "json")
+	rep = realapi.AuditJSON(t, out)
 	// cfg-stray lost its only owner (no ReplicaSet uses it): it is now an unowned orphan.
 	want = audit.Counts{Lost: 1, Unowned: 2}
 	if rep.Summary != want || code != cmd.ExitFail {
@@ -310,7 +233,7 @@ func TestAudit(t *testing.T) {
 	}
 	owners := func(name string) string {
 		var s []string
-		for uid, ctrl := range e.State("cm", name).owners {
+		for uid, ctrl := range e.State("cm", name).Owners {
 			s = append(s, fmt.Sprintf("%s:%v", uid, ctrl))
 		}
 		sort.Strings(s)
@@ -326,7 +249,7 @@ func TestAudit(t *testing.T) {
 		t.Errorf("cfg-stray owners %s", got)
 	}
 	for n, k := range objects {
-		if a := e.State(k, n); a.data != before[n].data {
+		if a := e.State(k, n); a.Data != before[n].Data {
 			t.Errorf("%s: data changed", n)
 		}
 	}

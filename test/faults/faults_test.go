@@ -1,4 +1,4 @@
-package integration
+package faults
 
 import (
 	"fmt"
@@ -8,83 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
-
-// FaultWorld is a Rollout whose current ReplicaSet uses n ConfigMaps.
-type FaultWorld struct {
-	e     *Env
-	ro    *v1alpha1.Rollout
-	rs    *appsv1.ReplicaSet
-	names []string
-	data  map[string]string // name → the data it was created with
-}
-
-func NewFaultWorld(t *testing.T, e *Env, n int) *FaultWorld {
-	w := &FaultWorld{e: e, ro: e.Rollout("web"), data: map[string]string{}}
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("cfg-%03d", i)
-		w.names = append(w.names, name)
-		w.data[name] = e.ConfigMap(name).Data["app.yaml"]
-	}
-	w.rs = e.ReplicaSet(w.ro, "cur111", PodSpec(w.names, nil))
-	return w
-}
-
-// Check: every object exists, is owned exactly once by the ReplicaSet, data unchanged.
-func (w *FaultWorld) Check(t *testing.T) {
-	t.Helper()
-	list, err := w.e.Admin.CoreV1().ConfigMaps(w.e.NS).List(Ctx(t), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]corev1.ConfigMap{}
-	for _, cm := range list.Items {
-		got[cm.Name] = cm
-	}
-	for _, n := range w.names {
-		cm, ok := got[n]
-		if !ok {
-			t.Errorf("%s was deleted", n)
-			continue
-		}
-		if cm.Data["app.yaml"] != w.data[n] || len(cm.Data) != 1 {
-			t.Errorf("%s data changed: %v", n, cm.Data)
-		}
-		count := 0
-		for _, r := range cm.OwnerReferences {
-			if r.UID == w.rs.UID {
-				count++
-			}
-		}
-		if count != 1 || len(cm.OwnerReferences) != 1 {
-			t.Errorf("%s owners %v, want the ReplicaSet exactly once", n, cm.OwnerReferences)
-		}
-	}
-}
-
-// RetryLikeController calls Run until it is no longer an error result, as the controller does
-// (it waits 30 s between tries; here 200 ms), and returns the final result.
-func RetryLikeController(t *testing.T, call func() (types.RpcStepResult, types.RpcError)) (types.RpcStepResult, int) {
-	t.Helper()
-	for i := 1; i <= 60; i++ {
-		res, rerr := call()
-		if !rerr.HasError() {
-			return res, i
-		}
-		t.Logf("try %d: error result (the controller retries): %v", i, rerr)
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatal("the step never stopped erroring")
-	return types.RpcStepResult{}, 0
-}
 
 // TestAPIServerStoppedMidStep: the apiserver stops after some of 120 patches; the step returns
 // an error result (never Failed), and once the apiserver is back the controller's retry ends
@@ -94,16 +25,16 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
-	w := NewFaultWorld(t, e, 120)
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	w := realapi.NewFaultWorld(t, e, 120)
 
 	var patches atomic.Int32
 	var stopOnce sync.Once
 	stopped := make(chan struct{})
 	faulty := rest.CopyConfig(cfg)
 	faulty.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return RoundTrip(func(r *http.Request) (*http.Response, error) {
+		return realapi.RoundTrip(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPatch && patches.Add(1) == 30 {
 				stopOnce.Do(func() {
 					go func() {
@@ -117,10 +48,10 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	s := NewStep(faulty)
+	s := realapi.NewStep(faulty)
 	s.Concurrency = 2 // slow enough that the stop lands mid-step
 	call := func() (types.RpcStepResult, types.RpcError) {
-		return s.Run(cluster.AsController(w.ro, w.rs), StepCtxFor(t, map[string]any{"configMaps": w.names}))
+		return s.Run(cluster.AsController(w.Rollout, w.ReplicaSet), realapi.StepCtxFor(t, map[string]any{"configMaps": w.Names}))
 	}
 	res, rerr := call()
 	<-stopped
@@ -138,7 +69,7 @@ func TestAPIServerStoppedMidStep(t *testing.T) {
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	res, tries := RetryLikeController(t, call)
+	res, tries := realapi.RetryLikeController(t, call)
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("after the restart: %s: %s", res.Phase, res.Message)
 	}
@@ -154,14 +85,14 @@ func TestThrottledAPIServer(t *testing.T) {
 	if err := cluster.InstallRolloutCRD(c); err != nil {
 		t.Fatal(err)
 	}
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
-	w := NewFaultWorld(t, e, 100)
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	w := realapi.NewFaultWorld(t, e, 100)
 	counter := cluster.NewCounter()
 	var throttled atomic.Int32
 	counted := counter.Wrap(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return RoundTrip(func(r *http.Request) (*http.Response, error) {
+		return realapi.RoundTrip(func(r *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(r)
 			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
 				throttled.Add(1)
@@ -169,7 +100,7 @@ func TestThrottledAPIServer(t *testing.T) {
 			return resp, err
 		})
 	})
-	s := NewStep(counted)
+	s := realapi.NewStep(counted)
 	s.Concurrency = 16
 	// Other clients load the apiserver at the same time, as other controllers would.
 	stop := make(chan struct{})
@@ -183,13 +114,13 @@ func TestThrottledAPIServer(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					_, _ = e.Admin.CoreV1().ConfigMaps(e.NS).List(Ctx(t), metav1.ListOptions{})
+					_, _ = e.Admin.CoreV1().ConfigMaps(e.NS).List(realapi.Ctx(t), metav1.ListOptions{})
 				}
 			}
 		}()
 	}
-	res, tries := RetryLikeController(t, func() (types.RpcStepResult, types.RpcError) {
-		return s.Run(cluster.AsController(w.ro, w.rs), StepCtxFor(t, map[string]any{"configMaps": w.names}))
+	res, tries := realapi.RetryLikeController(t, func() (types.RpcStepResult, types.RpcError) {
+		return s.Run(cluster.AsController(w.Rollout, w.ReplicaSet), realapi.StepCtxFor(t, map[string]any{"configMaps": w.Names}))
 	})
 	close(stop)
 	wg.Wait()
@@ -208,16 +139,16 @@ func TestThrottledAPIServer(t *testing.T) {
 // loses either side's edit, and no object is deleted.
 func TestConflictWithGarbageCollector(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
 	var names []string
 	for i := 0; i < 40; i++ {
 		names = append(names, fmt.Sprintf("cfg-%02d", i))
 	}
-	gone := e.ReplicaSet(ro, "gone00", PodSpec(names, nil))
-	keep := e.ReplicaSet(ro, "keep00", PodSpec(names, nil))
-	cur := e.ReplicaSet(ro, "cur000", PodSpec(names, nil))
+	gone := e.ReplicaSet(ro, "gone00", realapi.PodSpec(names, nil))
+	keep := e.ReplicaSet(ro, "keep00", realapi.PodSpec(names, nil))
+	cur := e.ReplicaSet(ro, "cur000", realapi.PodSpec(names, nil))
 	for _, n := range names {
 		f := false
 		e.ConfigMap(n,
@@ -227,10 +158,10 @@ func TestConflictWithGarbageCollector(t *testing.T) {
 	// Delete "gone" and run the step at the same time.
 	done := make(chan types.RpcStepResult)
 	go func() {
-		done <- Run(t, NewStep(cfg), ro, "cur000", map[string]any{"configMaps": names})
+		done <- realapi.Run(t, realapi.NewStep(cfg), ro, "cur000", map[string]any{"configMaps": names})
 	}()
 	e.DeleteRS(gone)
-	MustSucceed(t, <-done)
+	realapi.MustSucceed(t, <-done)
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range names {
 		for {
@@ -250,17 +181,4 @@ func TestConflictWithGarbageCollector(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-}
-
-type RoundTrip func(*http.Request) (*http.Response, error)
-
-func (f RoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func StepCtxFor(t *testing.T, config map[string]any) *types.RpcStepContext {
-	t.Helper()
-	raw, err := JSONMarshal(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: raw}
 }

@@ -1,47 +1,26 @@
-package integration
+package core
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
-// Snapshot returns the resourceVersion of every ConfigMap, Secret and ReplicaSet in ns.
-func (e *Env) Snapshot() map[string]string {
-	e.T.Helper()
-	rvs := map[string]string{}
-	cms, err := e.Admin.CoreV1().ConfigMaps(e.NS).List(Ctx(e.T), metav1.ListOptions{})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	for _, o := range cms.Items {
-		rvs["cm/"+o.Name] = o.ResourceVersion
-	}
-	secs, _ := e.Admin.CoreV1().Secrets(e.NS).List(Ctx(e.T), metav1.ListOptions{})
-	for _, o := range secs.Items {
-		rvs["secret/"+o.Name] = o.ResourceVersion
-	}
-	rss, _ := e.Admin.AppsV1().ReplicaSets(e.NS).List(Ctx(e.T), metav1.ListOptions{})
-	for _, o := range rss.Items {
-		rvs["rs/"+o.Name] = o.ResourceVersion
-	}
-	return rvs
-}
-
 // TestBadInputWritesNothing: every bad step config and every bad command line gets a message
 // naming the problem and the fix, and — checked against the apiserver — nothing is written.
 func TestBadInputWritesNothing(t *testing.T) {
 	c := sharedCluster(t)
-	e := NewEnv(t, c)
-	cfg := ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
+	e := realapi.NewEnv(t, c)
+	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
-	rs := e.ReplicaSet(ro, "cur111", PodSpec([]string{"cfg"}, []string{"sec"}))
+	rs := e.ReplicaSet(ro, "cur111", realapi.PodSpec([]string{"cfg"}, []string{"sec"}))
 	e.ConfigMap("cfg")
 	e.ConfigMap("static")
 	e.Secret("sec")
@@ -49,7 +28,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	// once: let it settle so the snapshot only sees our writes.
 	e.WaitObserved(rs)
 	before := e.Snapshot()
-	s := NewStep(cfg)
+	s := realapi.NewStep(cfg)
 
 	long := strings.Repeat("a", 254)
 	steps := []struct{ name, config, want string }{
@@ -84,7 +63,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	for _, tc := range steps {
 		r := ro.DeepCopy()
 		r.Status.CurrentPodHash = "cur111"
-		r.Spec.Template = TemplateOf(t, ro.Namespace, ro.Spec.Selector, "cur111")
+		r.Spec.Template = realapi.TemplateOf(t, e.Admin, ro.Namespace, ro.Spec.Selector, "cur111")
 		res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(tc.config)})
 		if rerr.HasError() || res.Phase != types.PhaseFailed {
 			t.Errorf("%s: phase %q err %v, want Failed", tc.name, res.Phase, rerr)
