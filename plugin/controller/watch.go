@@ -68,7 +68,7 @@ func (c *Controller) compactReplicaSet(obj any) (any, error) {
 		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
 	out := &cachedReplicaSet{ObjectMeta: metav1.ObjectMeta{
-		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
+		Name: rs.Name, Namespace: c.shared.name(rs.Namespace), UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
 		DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
 	}}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
@@ -92,7 +92,7 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
-	out := &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
+	out := &cachedObject{Name: m.Name, Namespace: c.shared.name(m.Namespace), ResourceVersion: m.ResourceVersion,
 		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
 	if out.OptedIn {
 		out.UID = m.UID
@@ -191,16 +191,15 @@ func (c *Controller) enqueue(k Key, react bool) {
 }
 
 // selectorLabels keeps the labels the opt-in selector looks at: the core's policy check
-// matches them exactly as it would the whole set.
+// matches them exactly as it would the whole set. Objects with the same such labels share
+// one map (interner.labelSet).
 func (c *Controller) selectorLabels(l map[string]string) map[string]string {
 	reqs, _ := c.cfg.Selector.Requirements()
-	out := make(map[string]string, len(reqs))
-	for _, r := range reqs {
-		if v, ok := l[r.Key()]; ok {
-			out[r.Key()] = v
-		}
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key()
 	}
-	return out
+	return c.shared.labelSet(keys, l)
 }
 
 // onReplicaSet queues the opted-in objects a live ReplicaSet's template references, whatever
