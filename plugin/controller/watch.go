@@ -25,9 +25,17 @@ import (
 func (c *Controller) addScope(ns string) error {
 	kf := informers.NewSharedInformerFactoryWithOptions(c.cfg.Kube, 0, informers.WithNamespace(ns))
 	mf := metadatainformer.NewFilteredSharedInformerFactory(c.cfg.Meta, 0, ns, nil)
+	// The ConfigMap and Secret informers are built without the factory's namespace index:
+	// nothing looks objects up by namespace, and every ConfigMap and Secret of the scope,
+	// labelled or not, would have an entry in it.
+	objInformer := func(k plugin.Kind) cache.SharedIndexInformer {
+		inf := metadatainformer.NewFilteredMetadataInformer(c.cfg.Meta, k.Resource(), ns, 0, cache.Indexers{}, nil).Informer()
+		c.starters = append(c.starters, func(stop <-chan struct{}) { go inf.Run(stop) })
+		return inf
+	}
 	sc := &scope{rs: kf.Apps().V1().ReplicaSets().Informer(), objs: map[plugin.Kind]cache.SharedIndexInformer{
-		plugin.KindConfigMap: mf.ForResource(plugin.KindConfigMap.Resource()).Informer(),
-		plugin.KindSecret:    mf.ForResource(plugin.KindSecret.Resource()).Informer(),
+		plugin.KindConfigMap: objInformer(plugin.KindConfigMap),
+		plugin.KindSecret:    objInformer(plugin.KindSecret),
 	}}
 	if err := sc.rs.SetTransform(c.compactReplicaSet); err != nil {
 		return fmt.Errorf("ReplicaSet informer transform: %w", err)
