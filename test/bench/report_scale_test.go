@@ -321,7 +321,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	// Cold start, requests, reaction.
 	w.p("### Cold start, requests and reaction")
 	w.p("")
-	w.p("**Cold start**: the process starts with every object in place; *synced* is `/readyz` answering 200 (every cache listed: watch-list streams), *reconciled* is every opted-in object reconciled once with an empty queue (the full reconcile at start). Sizes up to %d are populated unowned, so their cold start is a **first install adopting** them: per object one live list of its ReplicaSet (typed client), one of that ReplicaSet's Rollout (metadata client) and one patch (metadata client); each client has its own `-qps` limiter, so the bound is the busier client's requests ÷ `-qps`. Larger sizes are populated already owned (as the step plugin leaves them): their cold start is a **restart or failover**, nothing to write.", scaleAdoptMax)
+	w.p("**Cold start**: the process starts with every object in place; *synced* is `/readyz` answering 200 (every cache listed: watch-list streams), *reconciled* is every opted-in object reconciled once with an empty queue (the full reconcile at start). The objects each size adds are created unowned, so its cold start is a **first install adopting** them (the previous sizes' objects are owned already): per object one live list of its ReplicaSet (typed client), one of that ReplicaSet's Rollout (metadata client) and one patch (metadata client); each client has its own `-qps` limiter, so the bound is the busier client's requests ÷ `-qps`. A size with 0 adopted was populated already owned (`%s`): its cold start is a restart. The split installs below are restarts at the largest size: nothing to write.", envScaleAdoptMax)
 	w.p("")
 	rows = nil
 	var adoptRate []string
@@ -338,7 +338,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	}
 	w.table([]string{"ReplicaSets", "objects adopted", "caches synced", "reconciled", "requests", "-qps bound", "÷ bound", "requests/s"}, rows)
 	if len(adoptRate) > 0 {
-		w.p("A first install adopts at the `-qps` bound: 2 metadata requests per object (the controller's list and the patch) make the metadata client the busier one, so adoption runs at about `-qps` ÷ 2 objects per second (%s here at `-qps %d`; with the default `-qps 50`, ~25 objects/s: 20,000 objects in ~13 minutes, once). A restart or failover writes nothing and is only the sync: see the largest size.", strings.Join(adoptRate, ", "), scaleQPS)
+		w.p("A first install adopts at the `-qps` bound: 2 metadata requests per object (the controller's list and the patch) make the metadata client the busier one, so adoption runs at about `-qps` ÷ 2 objects per second (%s here at `-qps %d`; with the default `-qps 50`, ~25 objects/s: 20,000 objects in ~13 minutes, once). A restart or failover writes nothing: it is the sync and a walk of the caches (the split installs below).", strings.Join(adoptRate, ", "), scaleQPS)
 		w.p("")
 	}
 	w.p("**Steady state under churn**: for %s per size, workloads roll at 1 %% of them per minute, at least %d per minute (so that the small sizes have samples): each roll creates an opted-in ConfigMap and Secret and a ReplicaSet using them, then deletes the workload's oldest ReplicaSet (the garbage collector deletes the config only it owned). Reaction is from the ReplicaSet's create call returning until a watch has seen both objects owned by it.", churnWindow(sizes), scaleMinRolls)
@@ -358,10 +358,6 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	w.p("")
 	w.p("**Reaction**: the p50 is the three round trips of one object (two reads, one patch, the two objects in parallel on two workers). The tail comes from the two live reads being *consistent* lists: kube-apiserver serves them from its watch cache only once that cache has caught up with etcd's current revision, and when anything was written since it asks etcd for a progress notification at most every 100 ms (`k8s.io/apiserver/pkg/storage/cacher/progress`): under churn (every roll writes 3 objects and deletes one) a read waits up to 100 ms, and two in a row up to 200 ms. It does not grow with the cluster's size (the caches are indexed; compare the sizes), and it is a property of the safety check (a live, consistent read before a first owner, so a stale cache can never make a deleted ReplicaSet an object's only owner), not of the controller's work. Making p99 ≤ 100 ms under churn would take reading with `resourceVersionMatch=NotOlderThan` the cache's own resourceVersion, which gives up that guarantee: not done.")
 	w.p("")
-	if last.m["adopted"] == 0 {
-		w.p("**Restart / failover at %s ReplicaSets**: caches synced in %.1f s, every object reconciled (nothing written) %.1f s after start, %s requests.", f1(last.rs), last.m["sync-s"], last.m["cold-start-s"], f1(last.m["cold-requests"]))
-		w.p("")
-	}
 
 	// Control plane.
 	w.p("### What etcd and kube-apiserver used")

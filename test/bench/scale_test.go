@@ -55,12 +55,14 @@ const (
 	// this benchmark (the defaults are 50, 100 and 4: a first adoption of 18k objects would
 	// take 18 minutes at 50 requests/s).
 	scaleQPS, scaleBurst, scaleWorkers = 200, 100, 16
-	// scaleAdoptMax: sizes up to it are populated unowned (the controller adopts them at
-	// start: the first-install cold start); beyond it the new objects are created already owned
-	// by their ReplicaSet (as the step plugin would have left them), so the cold start of the
-	// largest size is the restart or failover case: sync and a full reconcile with nothing to
-	// write. The adoption rate measured below it predicts a first install's.
-	scaleAdoptMax = 10000
+	// scaleAdoptMax: sizes up to it are populated unowned (the controller adopts the new
+	// objects at start: the first-install cold start); beyond it the new objects are created
+	// already owned by their ReplicaSet (as the step plugin would have left them), so the cold
+	// start is a restart: sync and a full reconcile with nothing to write. Every default size
+	// adopts (CMA_BENCH_SCALE_ADOPT_MAX lowers it for a shorter run); the split installs at the
+	// end always restart (everything is owned by then).
+	defaultScaleAdoptMax = 50000
+	envScaleAdoptMax     = "CMA_BENCH_SCALE_ADOPT_MAX"
 	// scaleRetry is the leader-election retry period (renewals per minute: 60 s / retry).
 	scaleRetry = 2 * time.Second
 	// scaleChurnPerMin is the share of workloads that roll per minute; scaleMinRolls the
@@ -88,6 +90,17 @@ func scaleSizes(b *testing.B) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+func scaleAdoptMax(b *testing.B) int {
+	if s := os.Getenv(envScaleAdoptMax); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("%s: %v", envScaleAdoptMax, err)
+		}
+		return n
+	}
+	return defaultScaleAdoptMax
 }
 
 func scaleChurn(b *testing.B) time.Duration {
@@ -650,7 +663,7 @@ func BenchmarkControllerScale(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("replicasets=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				owned := n > scaleAdoptMax
+				owned := n > scaleAdoptMax(b)
 				e.grow(b, n, owned)
 				adopt := 2 * (n - have)
 				if owned {
