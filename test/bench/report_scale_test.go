@@ -99,7 +99,7 @@ func fitScale(r *results) (scaleModel, error) {
 	md.PerUnrelatedKiB = (unrel.m["rss-MiB"] - md.BaseMiB) * 1024 / unrel.unrelated
 	var num, den float64
 	for _, p := range sizes[:len(sizes)-1] {
-		y := (p.m["rss-MiB"] - md.BaseMiB) * 1024 - md.PerUnrelatedKiB*p.unrelated
+		y := (p.m["rss-MiB"]-md.BaseMiB)*1024 - md.PerUnrelatedKiB*p.unrelated
 		num += p.rs * y
 		den += p.rs * p.rs
 		md.Fit = append(md.Fit, int(p.rs))
@@ -377,11 +377,12 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	// Split.
 	w.p("### Beyond one replica: split by namespace")
 	w.p("")
-	w.p("The controller keeps the whole watched state in memory and one leader writes, so one install's memory grows with its namespaces' ReplicaSets and objects, and its reaction and writes do not (they are per roll). A large cluster is split **by namespace, with Kubernetes' own mechanisms and no protocol of ours**: several installs (Helm releases), each with its own `-namespaces` list (disjoint), its own Lease (`-leader-election-id`, or its own release namespace) and its own metrics Service. Each caches and writes only its namespaces; an object is only ever one install's (an object's users are always in its own namespace), so nothing is shared and nothing needs coordinating. Every namespace must be in exactly one install's list: a namespace in none is not reconciled (`audit` finds its gaps), one in two is written by both (harmless — both are idempotent, add-only, UID-preconditioned — but twice the requests).")
+	w.p("The controller keeps the whole watched state in memory and one leader writes, so one install's memory grows with its namespaces' ReplicaSets and objects, and its reaction and writes do not (they are per roll). A large cluster is split **by namespace, with Kubernetes' own mechanisms and no protocol of ours**: several installs, each with its own `-namespaces` list (disjoint), its own Lease (`-leader-election-id`; the chart names it after the release, in the release's namespace) and its own metrics Service (one per release). With the chart that is one release per group of namespaces (`rbac.scope: namespaces` grants each release only its namespaces). Each caches and writes only its namespaces; an object is only ever one install's (an object's users are always in its own namespace), so nothing is shared and nothing needs coordinating. Every namespace must be in exactly one install's list: a namespace in none is not reconciled (`audit` finds its gaps), one in two is written by both (harmless — both are idempotent, add-only, UID-preconditioned — but twice the requests).")
 	w.p("")
 	w.p("```sh")
 	w.p("helm install cma-a charts/configmap-attacher --namespace cma-a --create-namespace --set 'namespaces={team-a,team-b}'")
 	w.p("helm install cma-b charts/configmap-attacher --namespace cma-b --create-namespace --set 'namespaces={team-c,team-d}'")
+	w.p("# without the chart: configmap-attacher controller -namespaces team-a,team-b -leader-election-id cma-a … (and team-c,team-d, cma-b)")
 	w.p("```")
 	w.p("")
 	if split != nil {
@@ -393,7 +394,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 			rows = append(rows, []string{k, f1(split.m[pfx+"namespaces"]), f1(n), fmt.Sprintf("%.2f s", split.m[pfx+"sync-s"]), fmt.Sprintf("%.1f s", split.m[pfx+"cold-start-s"]),
 				fmt.Sprintf("%.1f", split.m[pfx+"rss-MiB"]), fmt.Sprintf("%.1f", pr), pct(split.m[pfx+"rss-MiB"], pr), f1(split.m[pfx+"patches"])})
 		}
-		w.p("Measured at %s ReplicaSets (`split=2`): two installs started together, each with half of the namespaces, its own Lease and metrics; each became leader of its own Lease, synced and reconciled only its namespaces, and wrote nothing (everything owned).", f1(split.rs))
+		w.p("Measured at %s ReplicaSets (`split=2`): two installs started together, each with half of the namespaces, its own Lease and metrics; each became leader of its own Lease, synced and reconciled only its namespaces, and wrote nothing (everything owned): a restart at that size. `test/controller` `TestSplitInstalls` checks the behaviour: each install leads its own Lease, adopts its namespace (a new ReplicaSet too), counts only its own writes, and a namespace in neither list is left alone.", f1(split.rs))
 		w.p("")
 		w.table([]string{"install", "namespaces", "ReplicaSets", "synced", "reconciled", "RSS MiB (15 s after)", "model MiB", "measured vs model", "patches"}, rows)
 	}
