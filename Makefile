@@ -122,8 +122,8 @@ fuzz:
 
 ## bench: benchmarks against a real control plane (test/bench): step latency through the built
 ## binary's RPC boundary beside a client-go floor, API requests per step, the plugin process's
-## memory, 10 callers over 500 Rollouts (and the same under -race), the command line's wall
-## time. Writes docs/benchmarks.md and docs/benchmarks-step-latency.svg from the run's figures
+## memory beside argo-rollouts' own step plugin sample (built from the module cache), 10 callers
+## over 500 Rollouts (and the same under -race), the command line's wall time. Writes docs/benchmarks.md and docs/benchmarks-step-latency.svg from the run's figures
 ## (raw JSON in bin/bench/). Takes about 20 minutes on 2 CPUs; run it on a quiet machine.
 BENCH_COUNT ?= 3
 BENCH_TIMEOUT ?= 90m
