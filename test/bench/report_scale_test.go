@@ -424,8 +424,8 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	w.p("```")
 	w.p("")
 	dur := r.Finished.Sub(r.Started).Round(time.Second)
-	w.p("Run: %s, %s; %s (`nproc` %d), %s; load average before %s, 1-minute load during the run %s. One repetition per size (the run takes about %s); RSS and request counts do not depend on the load, latencies do.",
-		r.Started.UTC().Format("2006-01-02 15:04 MST"), dur, r.Machine.CPU, r.Machine.NumCPU, r.Machine.MemTotal, r.LoadBefore, loadStats(r.LoadAvg1), dur)
+	w.p("Run: %s, %s; binary `%s` (%s, %d bytes); %s (`nproc` %d), %s, %s; load average before %s, 1-minute load during the run %s. One repetition per size (the run takes about %s); RSS and request counts do not depend on the load, latencies do.",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), dur, filepath.Base(r.Binary.Path), r.Binary.Version, r.Binary.Bytes, r.Machine.CPU, r.Machine.NumCPU, r.Machine.MemTotal, r.Machine.GoVersion, r.LoadBefore, loadStats(r.LoadAvg1), dur)
 	if lb := firstLoad(r.LoadBefore); lb > 1.5 {
 		w.p("**The machine was busy** (other builds and tests): reaction and cold-start times are higher and noisier than on a quiet machine.")
 	}
