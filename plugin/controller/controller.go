@@ -147,6 +147,8 @@ type Controller struct {
 	seen map[Key]time.Time
 	// gaugeNamespaces are the namespaces the gauges have a series for (set to 0 when clean).
 	gaugeNamespaces map[string]bool
+	// shared holds the namespaces and selector label sets the cached objects share.
+	shared interner
 }
 
 // scope is the caches of one namespace (or of all).

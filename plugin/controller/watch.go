@@ -25,9 +25,17 @@ import (
 func (c *Controller) addScope(ns string) error {
 	kf := informers.NewSharedInformerFactoryWithOptions(c.cfg.Kube, 0, informers.WithNamespace(ns))
 	mf := metadatainformer.NewFilteredSharedInformerFactory(c.cfg.Meta, 0, ns, nil)
+	// The ConfigMap and Secret informers are built without the factory's namespace index:
+	// nothing looks objects up by namespace, and every ConfigMap and Secret of the scope,
+	// labelled or not, would have an entry in it.
+	objInformer := func(k plugin.Kind) cache.SharedIndexInformer {
+		inf := metadatainformer.NewFilteredMetadataInformer(c.cfg.Meta, k.Resource(), ns, 0, cache.Indexers{}, nil).Informer()
+		c.starters = append(c.starters, func(stop <-chan struct{}) { go inf.Run(stop) })
+		return inf
+	}
 	sc := &scope{rs: kf.Apps().V1().ReplicaSets().Informer(), objs: map[plugin.Kind]cache.SharedIndexInformer{
-		plugin.KindConfigMap: mf.ForResource(plugin.KindConfigMap.Resource()).Informer(),
-		plugin.KindSecret:    mf.ForResource(plugin.KindSecret.Resource()).Informer(),
+		plugin.KindConfigMap: objInformer(plugin.KindConfigMap),
+		plugin.KindSecret:    objInformer(plugin.KindSecret),
 	}}
 	if err := sc.rs.SetTransform(c.compactReplicaSet); err != nil {
 		return fmt.Errorf("ReplicaSet informer transform: %w", err)
@@ -68,7 +76,7 @@ func (c *Controller) compactReplicaSet(obj any) (any, error) {
 		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
 	out := &cachedReplicaSet{ObjectMeta: metav1.ObjectMeta{
-		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
+		Name: rs.Name, Namespace: c.shared.name(rs.Namespace), UID: rs.UID, ResourceVersion: rs.ResourceVersion, Generation: rs.Generation,
 		DeletionTimestamp: rs.DeletionTimestamp, CreationTimestamp: rs.CreationTimestamp,
 	}}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
@@ -92,7 +100,7 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil // already compact, or a DeletedFinalStateUnknown tombstone
 	}
-	out := &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
+	out := &cachedObject{Name: m.Name, Namespace: c.shared.name(m.Namespace), ResourceVersion: m.ResourceVersion,
 		Deleting: m.DeletionTimestamp != nil, OptedIn: c.cfg.Selector.Matches(labels.Set(m.Labels))}
 	if out.OptedIn {
 		out.UID = m.UID
@@ -191,16 +199,15 @@ func (c *Controller) enqueue(k Key, react bool) {
 }
 
 // selectorLabels keeps the labels the opt-in selector looks at: the core's policy check
-// matches them exactly as it would the whole set.
+// matches them exactly as it would the whole set. Objects with the same such labels share
+// one map (interner.labelSet).
 func (c *Controller) selectorLabels(l map[string]string) map[string]string {
 	reqs, _ := c.cfg.Selector.Requirements()
-	out := make(map[string]string, len(reqs))
-	for _, r := range reqs {
-		if v, ok := l[r.Key()]; ok {
-			out[r.Key()] = v
-		}
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key()
 	}
-	return out
+	return c.shared.labelSet(keys, l)
 }
 
 // onReplicaSet queues the opted-in objects a live ReplicaSet's template references, whatever

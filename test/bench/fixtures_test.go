@@ -513,9 +513,16 @@ type pluginProc struct {
 
 func startPlugin(b testing.TB, qps float64, burst int, args ...string) *pluginProc {
 	b.Helper()
+	return startPluginBinary(b, pluginBin, qps, burst, args...)
+}
+
+// startPluginBinary starts bin as the Argo Rollouts controller starts a step plugin (our
+// binary, or argo-rollouts' own sample beside it) and calls InitPlugin.
+func startPluginBinary(b testing.TB, bin string, qps float64, burst int, args ...string) *pluginProc {
+	b.Helper()
 	// The controller's default logger (hclog, level trace) re-logs every plugin line; the
 	// lines are parsed and formatted as there, then dropped.
-	c, step := cluster.StartStepPlugin(b, exec.Command(pluginBin, args...),
+	c, step := cluster.StartStepPlugin(b, exec.Command(bin, args...),
 		hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Trace}))
 	p := &pluginProc{client: c, step: step, pid: c.ReattachConfig().Pid, args: args, bucket: newTokenBucket(qps, burst)}
 	if rerr := p.step.InitPlugin(); rerr.HasError() {

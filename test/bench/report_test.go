@@ -242,6 +242,11 @@ func renderReport(r, race *results, doc, chart string) string {
 		{"the same under `-race` (in-process step.Step)", raceVerdict(race)},
 		{"command line, 10 objects, process start included (p50)", f1(r.pooled("CommandLine/objects=10/fresh/binary").P50) + " ms"},
 	})
+	if sl := sampleLeafName(r); len(r.leaf(sl)) > 0 {
+		w.p("Beside argo-rollouts' own step plugin sample (section 3b, issue 21's goals):")
+		w.p("")
+		w.table(sampleHead, sampleRows(r, memLeaf, sl))
+	}
 
 	// Machine.
 	w.p("## Machine and run")
@@ -293,6 +298,7 @@ func renderReport(r, race *results, doc, chart string) string {
 	renderBusy(&w, r, sizes)
 	renderRequests(&w, r, sizes)
 	renderMemory(&w, r, memLeaf)
+	renderSample(&w, r, memLeaf)
 	renderConcurrency(&w, r, race)
 	renderCLI(&w, r)
 	renderMeaning(&w, r, sizes)
@@ -812,4 +818,81 @@ func (logTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// sampleLeafName is BenchmarkSamplePlugin's leaf.
+func sampleLeafName(r *results) string {
+	for name := range r.Benchmarks {
+		if strings.HasPrefix(name, "SamplePlugin/") {
+			return name
+		}
+	}
+	return "SamplePlugin/steps=10000"
+}
+
+// The plugin process's goals against argo-rollouts' sample (issue 21): idle RSS ≤ 1.3×,
+// after 10,000 steps ≤ 1.5×, binary ≤ 1.5×; the 1-object step within 1.1× of the sample's
+// round trip plus the API floor (floor+users: the reads and the patch sent directly).
+const (
+	sampleIdleGoal, sampleStepsGoal, sampleBinaryGoal, sampleRTGoal = 1.3, 1.5, 1.5, 1.1
+)
+
+var sampleHead = []string{"figure", "configmap-attacher", "argo-rollouts step-plugin-sample", "ratio", "goal", "verdict"}
+
+func sampleVerdict(ratio, goal float64) string {
+	switch {
+	case math.IsNaN(ratio):
+		return "—"
+	case ratio <= goal:
+		return "met"
+	default:
+		return "**missed**"
+	}
+}
+
+func sampleRows(r *results, memLeaf, sl string) [][]string {
+	row := func(what string, ours, theirs float64, unit string, goal float64) []string {
+		return []string{what, f1(ours) + " " + unit, f1(theirs) + " " + unit, ratio(ours, theirs), fmt.Sprintf("≤ %.1f×", goal), sampleVerdict(ours/theirs, goal)}
+	}
+	ourBin := float64(r.Binary.Bytes) / (1 << 20)
+	rows := [][]string{
+		row("RSS idle after InitPlugin", r.metric(memLeaf, "rss-idle-MiB"), r.metric(sl, "rss-idle-MiB"), "MiB", sampleIdleGoal),
+		row("RSS after "+memSteps(memLeaf)+" steps", r.metric(memLeaf, "rss-end-MiB"), r.metric(sl, "rss-end-MiB"), "MiB", sampleStepsGoal),
+		row("binary size (stripped)", ourBin, r.metric(sl, "binary-MiB"), "MiB", sampleBinaryGoal),
+	}
+	// The round trip: ours is a 1-object step (attaching), the sample's a Run with no I/O;
+	// the reference for ours is the sample's round trip plus the step's API floor.
+	pl, fu := r.lat(1, modeFresh, vPluginRPC), r.lat(1, modeFresh, vFloorUsers)
+	srt := r.metric(sl, "p50-ms")
+	ref := srt + fu.P50
+	rows = append(rows, []string{"Run round trip, p50 (ours: 1-object step, attaching; the sample: a Run without I/O)",
+		f1(pl.P50) + " ms", f1(srt) + " ms", ratio(pl.P50, srt), "—", "—"})
+	rows = append(rows, []string{fmt.Sprintf("ours against the sample's round trip + the API floor (floor+users, %s ms) = %s ms", f1(fu.P50), f1(ref)),
+		f1(pl.P50) + " ms", f1(ref) + " ms", ratio(pl.P50, ref), fmt.Sprintf("≤ %.1f×", sampleRTGoal), sampleVerdict(pl.P50/ref, sampleRTGoal)})
+	return rows
+}
+
+func renderSample(w *mdWriter, r *results, memLeaf string) {
+	sl := sampleLeafName(r)
+	if len(r.leaf(sl)) == 0 {
+		return
+	}
+	w.p("## 3b. Beside argo-rollouts' own step plugin sample")
+	w.p("")
+	w.p("`test/cmd/step-plugin-sample` of the argo-rollouts module (%s): the same go-plugin RPC and `v1alpha1` types, no Kubernetes client; its `Run` draws a number and completes. Built in the same run with `go build -trimpath -ldflags '-s -w'` from the module cache through our `go.mod` (argo-rollouts %s, our versions of its dependencies), started and driven exactly as ours: idle 2 s after `InitPlugin`, then the same 10 callers over the same 10 Rollout objects for %s steps. Its round trip is %d sequential `Run` calls, one at a time, warm, with the same Rollout object ours receives (the gob encoding of the Rollout is most of it). Ours is the 1-object attaching step of section 1, whose API floor (`floor+users`: the users' reads and the patch, sent directly) the sample does not pay; the reference for ours is therefore the sample's round trip plus that floor.",
+		samplePackage, "v1.10.2", memSteps(memLeaf), sampleRTSteps)
+	w.p("")
+	w.table(sampleHead, sampleRows(r, memLeaf, sl))
+	w.table([]string{"the sample", "per process", "unit"}, [][]string{
+		{"RSS idle after InitPlugin", values(r.metricValues(sl, "rss-idle-MiB")), "MiB"},
+		{"RSS after 1,000 steps", values(r.metricValues(sl, "rss-1k-MiB")), "MiB"},
+		{"RSS after " + memSteps(memLeaf) + " steps", values(r.metricValues(sl, "rss-end-MiB")), "MiB"},
+		{"peak RSS (VmHWM)", values(r.metricValues(sl, "hwm-MiB")), "MiB"},
+		{"… of which anonymous, at the end", values(r.metricValues(sl, "rss-end-anon-MiB")), "MiB"},
+		{"… of which file-backed (the binary's pages), at the end", values(r.metricValues(sl, "rss-end-file-MiB")), "MiB"},
+		{"Run round trip p50 / p90", values(r.metricValues(sl, "p50-ms")) + " / " + values(r.metricValues(sl, "p90-ms")), "ms"},
+		{"binary size", values(r.metricValues(sl, "binary-MiB")), "MiB"},
+	})
+	w.p("The sample keeps every value it draws (a map entry per step), so its growth over %s steps is its own bookkeeping, not a leak. The goals are issue 21's: they are for the plugin binary's restructuring (the step's import graph), which this run measures and does not change.", memSteps(memLeaf))
+	w.p("")
 }

@@ -180,14 +180,19 @@ func (r *results) finish(code int) error {
 			return err
 		}
 	}
-	if code != 0 && envPath(envDoc) != "" {
-		return fmt.Errorf("not writing %s: the benchmarks failed (exit %d)", envPath(envDoc), code)
+	if code != 0 && (envPath(envDoc) != "" || envPath(envScaleDoc) != "") {
+		return fmt.Errorf("not writing %s%s: the benchmarks failed (exit %d)", envPath(envDoc), envPath(envScaleDoc), code)
 	}
 	return report(r)
 }
 
 // report writes $CMA_BENCH_DOC and $CMA_BENCH_CHART from r and the -race run's JSON.
 func report(r *results) error {
+	if doc := envPath(envScaleDoc); doc != "" && len(r.leaf("ControllerScale/replicasets=0")) > 0 {
+		if err := writeScaleReport(r, doc, envPath(envScaleChart)); err != nil {
+			return fmt.Errorf("capacity report: %w", err)
+		}
+	}
 	doc, chart := envPath(envDoc), envPath(envChart)
 	if doc == "" {
 		return nil

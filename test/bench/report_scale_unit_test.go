@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// synthetic is a run whose RSS is exactly base + perRS·rs + perObj·unrelated (KiB).
+func synthetic(base, perRSKiB, perObjKiB float64) *results {
+	r := newRunResults()
+	add := func(leaf string, rs, unrelated float64) {
+		rss := base + (perRSKiB*rs+perObjKiB*unrelated)/1024
+		r.Benchmarks["ControllerScale/"+leaf] = []*record{{Metrics: map[string]float64{
+			"replicasets": rs, "unrelated": unrelated, "opted-in": 2 * rs, "rss-MiB": rss, "hwm-MiB": 1.5 * rss, "rss-file-MiB": 40,
+		}}}
+	}
+	add("replicasets=0", 0, 0)
+	add("unrelated-only", 0, 20000)
+	for _, n := range []float64{1000, 10000, 50000} {
+		add(fmt.Sprintf("replicasets=%.0f", n), n, 20000+2*n)
+	}
+	return r
+}
+
+func TestScaleModelFit(t *testing.T) {
+	md, err := fitScale(synthetic(50, 3, 0.4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	near("base", md.BaseMiB, 50)
+	near("per ReplicaSet", md.PerRSKiB, 3)
+	near("per object", md.PerUnrelatedKiB, 0.4)
+	near("unrelated per ReplicaSet", md.UnrelatedPerRS, 2)
+	near("peak ratio", md.PeakRatio, 1.5)
+	if md.Check != 50000 || len(md.Fit) != 2 {
+		t.Errorf("fitted on %v, checked %d; want 1000 and 10000, 50000", md.Fit, md.Check)
+	}
+	near("prediction", md.predict(50000, 120000), 50+(3*50000+0.4*120000)/1024)
+	// The largest cluster whose peak fits: peak(n) = 1.5·(50 + 3.8n/1024) = limit.
+	near("max at 512 Mi", md.maxReplicaSets(512), (512/1.5-50)/(3.8/1024))
+	req, lim := md.chartResources()
+	if req%16 != 0 || lim%32 != 0 || float64(req) < md.predictCluster(sizingAt) || float64(lim) < 1.5*md.predictCluster(2*sizingAt) {
+		t.Errorf("chart resources %d/%d Mi for a model of %.1f MiB at %d", req, lim, md.predictCluster(sizingAt), sizingAt)
+	}
+}
+
+func TestScaleMissingPoints(t *testing.T) {
+	r := synthetic(50, 3, 0.4)
+	delete(r.Benchmarks, "ControllerScale/unrelated-only")
+	if _, err := fitScale(r); err == nil {
+		t.Fatal("a run without the unrelated-only point fitted")
+	}
+}
+
+func TestReplaceBetween(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(p, []byte("head\n"+scaleBegin+"\nold\n"+scaleEnd+"\ntail\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // idempotent
+		if err := replaceBetween(p, scaleBegin, scaleEnd, "new\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(p)
+	if want := "head\n" + scaleBegin + "\nnew\n" + scaleEnd + "\ntail\n"; string(b) != want {
+		t.Errorf("got %q, want %q", b, want)
+	}
+}
+
+// TestResourcesFollowModel: the memory defaults of the chart, its README and
+// examples/controller.yaml are what the capacity model of the committed run gives (make
+// bench-scale writes them; this catches a hand edit or a run whose docs were not committed).
+func TestResourcesFollowModel(t *testing.T) {
+	r := &results{}
+	if err := readJSON(filepath.Join(repoRoot(), "docs", "controller-scale.json"), r); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Skip("no docs/controller-scale.json")
+		}
+		t.Fatal(err)
+	}
+	md, err := fitScale(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(rel string) []byte {
+		b, err := os.ReadFile(filepath.Join(repoRoot(), rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, f := range []struct{ rel, block string }{{resourceFiles.values, chartValuesBlock(md)}, {resourceFiles.example, exampleBlock(md)}} {
+		b := read(f.rel)
+		want, err := replaceResources(b, f.block)
+		if err != nil {
+			t.Fatalf("%s: %v", f.rel, err)
+		}
+		if string(want) != string(b) {
+			t.Errorf("%s: the resources block is not the model's; run make bench-scale (or re-render from docs/controller-scale.json), want:\n%s", f.rel, f.block)
+		}
+	}
+	if b := read(resourceFiles.readme); !strings.Contains(string(b), readmeRow(md)+"\n") {
+		t.Errorf("%s: the `resources` row is not the model's, want:\n%s", resourceFiles.readme, readmeRow(md))
+	}
+}
