@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -16,6 +18,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	realapi.Use(&shared)
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "cli", RolloutCRD: true, Shared: &shared, Err: &sharedErr}))
 }
 

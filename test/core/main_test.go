@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -17,6 +19,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	realapi.Use(&shared)
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "core", RolloutCRD: true, Shared: &shared, Err: &sharedErr}))
 }
 

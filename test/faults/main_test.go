@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/test/support/realapi"
+
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -15,6 +17,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	realapi.Use(&shared)
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "faults", RolloutCRD: true, Shared: &shared, Err: &sharedErr}))
 }
 

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +46,14 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 	corev1 "k8s.io/api/core/v1"
 )
+
+// shared is the test package's shared cluster (Use): Run reads the target's template through
+// its admin client, so that a test counting the step's requests counts only the step's.
+var shared **cluster.Cluster
+
+// Use names the test package's shared cluster variable (from its TestMain, before
+// cluster.Main fills it in).
+func Use(c **cluster.Cluster) { shared = c }
 
 func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
 	t.Helper()
@@ -434,11 +441,7 @@ func Run(t *testing.T, s *step.Step, ro *v1alpha1.Rollout, hash string, config a
 	r.Status.CurrentPodHash = hash
 	// The controller passes its Rollout, whose spec.template is the new ReplicaSet's: the step
 	// finds its target from it with argo-rollouts' FindNewReplicaSet, as the controller does.
-	cl, err := s.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Spec.Template = TemplateOf(t, cl.Kube, ro.Namespace, ro.Spec.Selector, hash)
+	r.Spec.Template = TemplateOf(t, (*shared).Client(t), ro.Namespace, ro.Spec.Selector, hash)
 	res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: raw})
 	if rerr.HasError() {
 		t.Fatalf("Run returned an error result: %v", rerr)
@@ -549,8 +552,7 @@ func (e *Env) WaitObserved(rs *appsv1.ReplicaSet) {
 }
 
 func RepoFile(parts ...string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, parts...)...)
+	return filepath.Join(append([]string{cluster.RepoRoot()}, parts...)...)
 }
 
 // ControllerIdentity returns a client config for a ServiceAccount "argo-rollouts" in the
