@@ -21,7 +21,8 @@ import (
 type spec struct {
 	// name prefixes each problem, e.g. "configmap-attacher audit".
 	name string
-	// usage is printed before the flag defaults for -help (on stderr) and after problems.
+	// usage is printed, then the flag defaults, for -help (on stderr); a problem only points to
+	// -help.
 	usage string
 	fs    *flag.FlagSet
 	// validate completes the options after parsing and returns every problem (nil: none).
