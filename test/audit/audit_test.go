@@ -30,7 +30,7 @@ import (
 // finds nothing missing; the printed kubectl commands then repair stray and legacy references
 // and refuse to run twice.
 func TestAudit(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 
 	ro := &v1alpha1.Rollout{

@@ -27,7 +27,7 @@ import (
 // one, as after FailedRSCreate); the change is image-only, so the previous ReplicaSet uses the
 // same config. The command line must wait for the new ReplicaSet, not attach to the old one.
 func TestCommandLineStaleStatusImageOnly(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	ro := e.Rollout("web")
 	ro.Spec.Template.Spec = realapi.PodSpec([]string{"cfg"}, nil)
@@ -74,7 +74,7 @@ func TestCommandLineStaleStatusImageOnly(t *testing.T) {
 // TestCommandLineDecidesAtOnce: once the ReplicaSet of the current spec exists, an
 // unreferenced name fails at once (not after -timeout), and so does InvalidSpec=True.
 func TestCommandLineDecidesAtOnce(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	ro, _ := e.SettledRollout(corev1.PodTemplateSpec{Spec: realapi.PodSpec([]string{"cfg"}, nil)})
 	e.ConfigMap("cfg")
@@ -110,7 +110,7 @@ func TestCommandLineDecidesAtOnce(t *testing.T) {
 // waits until the applied template carries the release's value (a Sync hook that started
 // before the apply), then attaches.
 func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	ro, _ := e.SettledRollout(corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/release": "41"}},
 		Spec: realapi.PodSpec([]string{"cfg-41"}, nil)})
@@ -146,7 +146,7 @@ func TestCommandLineExpectTemplateAnnotation(t *testing.T) {
 // 7. The command line against the real apiserver: it waits while the status is stale or the
 // new ReplicaSet is missing, then attaches to the new ReplicaSet only.
 func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	ro := e.Rollout("web")
 	old := e.ReplicaSet(ro, "old111", realapi.PodSpec([]string{"cfg-old"}, nil))
@@ -234,7 +234,7 @@ func TestCommandLineWaitsForNewReplicaSet(t *testing.T) {
 // Deployment, waits until the controller has observed the Deployment's generation, then
 // attaches; the step, given the Rollout with the selector the controller resolved, attaches too.
 func TestWorkloadRefCommandLine(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	zero := int32(0)
 	labels := map[string]string{"app": "web"}

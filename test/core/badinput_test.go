@@ -16,7 +16,7 @@ import (
 // TestBadInputWritesNothing: every bad step config and every bad command line gets a message
 // naming the problem and the fix, and — checked against the apiserver — nothing is written.
 func TestBadInputWritesNothing(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")

@@ -27,7 +27,7 @@ import (
 // TestLegacyEntryUntouched: the original tool's controller: true reference to the target is
 // kept field by field, and the run changes nothing (same resourceVersion).
 func TestLegacyEntryUntouched(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -51,7 +51,7 @@ func TestLegacyEntryUntouched(t *testing.T) {
 // TestStaleListAgainstAPIServer: the list names only an older revision's objects: Failed,
 // nothing written, history included.
 func TestStaleListAgainstAPIServer(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -76,7 +76,7 @@ func TestStaleListAgainstAPIServer(t *testing.T) {
 // deletionTimestamp; a label added now to an object it and the new ReplicaSet use must not make
 // it an owner (the object would go with it), and the object survives its collection.
 func TestNoOwnerBeingDeleted(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -99,7 +99,7 @@ func TestNoOwnerBeingDeleted(t *testing.T) {
 // TestCredentialsNotAttached: an image pull secret and a CSI nodePublishSecretRef listed in the
 // step are left alone unless opted in.
 func TestCredentialsNotAttached(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -130,7 +130,7 @@ func TestCredentialsNotAttached(t *testing.T) {
 // makes it a dependent and the garbage collector deletes it with the ReplicaSet: the threat.
 // With --require-opt-in the step fails, names the label, and writes nothing.
 func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	editorRules := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"get", "update", "patch"}}}
@@ -185,7 +185,7 @@ func TestRequireOptInAgainstConfusedDeputy(t *testing.T) {
 // TestMetadataOnlyRequests: every ConfigMap and Secret request (the discovery LIST, the dry
 // run's GET, the PATCH) asks for PartialObjectMetadata, so no data enters the process.
 func TestMetadataOnlyRequests(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := rest.CopyConfig(realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml"))
 	var mu sync.Mutex

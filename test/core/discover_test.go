@@ -20,7 +20,7 @@ import (
 // per kind and one patch per object; a repeat only reads. A static ConfigMap used by every
 // revision but not opted in is never adopted. The figures are logged for the docs.
 func TestDiscoverTenReplicaSets(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -81,7 +81,7 @@ func TestDiscoverTenReplicaSets(t *testing.T) {
 
 // TestDryRunAgainstAPIServer: a dry run reports and writes nothing (resourceVersions stay).
 func TestDryRunAgainstAPIServer(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -100,7 +100,7 @@ func TestDryRunAgainstAPIServer(t *testing.T) {
 // TestEventsOnRollout: the step records a Normal event on success and a Warning on failure,
 // with the step's message, as the controller's service account (which may create events).
 func TestEventsOnRollout(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")

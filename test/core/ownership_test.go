@@ -17,7 +17,7 @@ import (
 
 // 1. Attach, then delete the ReplicaSet: the ConfigMap and the Secret are collected.
 func TestAttachThenDeleteReplicaSetCollects(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -42,7 +42,7 @@ func TestAttachThenDeleteReplicaSetCollects(t *testing.T) {
 // 2. An object owned by two ReplicaSets survives the deletion of one, and is collected after
 // the other.
 func TestTwoOwners(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -70,7 +70,7 @@ func TestTwoOwners(t *testing.T) {
 
 // 3. An object with an owner of another kind keeps that owner, and survives the ReplicaSet.
 func TestOtherOwnerKept(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")
@@ -93,7 +93,7 @@ func TestOtherOwnerKept(t *testing.T) {
 // 4. With exactly the RBAC in examples/, every operation works; without patch the step fails
 // with the documented message and nothing changes.
 func TestExampleRBAC(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	ro := e.Rollout("web")
 	e.ReplicaSet(ro, "aaa111", realapi.PodSpec([]string{"cfg"}, []string{"sec"}))
@@ -157,7 +157,7 @@ func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
 // ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, Pods) plus N patches, and a repeated
 // step changes no resourceVersion.
 func TestRequestCounts(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")

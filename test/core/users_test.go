@@ -39,7 +39,7 @@ import (
 // still there, owned by the new one. With the old rule (every referencing ReplicaSet owns)
 // the writes name the dead ReplicaSet.
 func TestRecreatedAppGCHeldBack(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	spec := realapi.PodSpec([]string{"web-config"}, nil)
@@ -140,7 +140,7 @@ func TestRecreatedAppGCHeldBack(t *testing.T) {
 // ReplicaSet cannot collect what the other still mounts. With the old rule (only the
 // workload's own ReplicaSets) the Deployment's ReplicaSet is missing.
 func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	spec := realapi.PodSpec([]string{"shared-cfg"}, nil)
@@ -191,7 +191,7 @@ func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 // StatefulSet is gone, the same controller adopts it at once (its template cache's delete
 // event requeues what it blocked; the default -resync is 10 minutes).
 func TestStatefulSetBlocksAdoption(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	spec := realapi.PodSpec([]string{"web-config"}, nil)
@@ -282,7 +282,7 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 // skipped; one that is also opted in is adopted; without the policy audit -fix adopts both
 // (the control: it was the policy that held the first back).
 func TestAuditFixSameRules(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 
 	t.Run("pull secret named in the step", func(t *testing.T) {
 		e := realapi.NewEnv(t, c)

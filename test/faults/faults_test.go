@@ -138,7 +138,7 @@ func TestThrottledAPIServer(t *testing.T) {
 // the same owner lists (removing a deleted ReplicaSet's references). The merge by UID never
 // loses either side's edit, and no object is deleted.
 func TestConflictWithGarbageCollector(t *testing.T) {
-	c := sharedCluster(t)
+	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
 	cfg := realapi.ControllerIdentity(t, c, e.NS, "rbac-step-plugin.yaml")
 	ro := e.Rollout("web")

@@ -47,13 +47,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// shared is the test package's shared cluster (Use): Run reads the target's template through
+// shared is the test package's cluster (Main). Run also reads the target's template through
 // its admin client, so that a test counting the step's requests counts only the step's.
-var shared **cluster.Cluster
+var (
+	shared    *cluster.Cluster
+	sharedErr error
+)
 
-// Use names the test package's shared cluster variable (from its TestMain, before
-// cluster.Main fills it in).
-func Use(c **cluster.Cluster) { shared = c }
+// Main is the TestMain of a package of these tests: one cluster with the Rollout CRD, shared
+// by its tests.
+func Main(m *testing.M, name string) int {
+	return cluster.Main(m, cluster.MainOptions{Name: name, RolloutCRD: true, Shared: &shared, Err: &sharedErr})
+}
+
+// Shared returns the package's cluster, or skips (fails with CI=true) without one.
+func Shared(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	return cluster.Require(t, shared, sharedErr)
+}
 
 func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string) {
 	t.Helper()
@@ -441,7 +452,7 @@ func Run(t *testing.T, s *step.Step, ro *v1alpha1.Rollout, hash string, config a
 	r.Status.CurrentPodHash = hash
 	// The controller passes its Rollout, whose spec.template is the new ReplicaSet's: the step
 	// finds its target from it with argo-rollouts' FindNewReplicaSet, as the controller does.
-	r.Spec.Template = TemplateOf(t, (*shared).Client(t), ro.Namespace, ro.Spec.Selector, hash)
+	r.Spec.Template = TemplateOf(t, shared.Client(t), ro.Namespace, ro.Spec.Selector, hash)
 	res, rerr := s.Run(r, &types.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: raw})
 	if rerr.HasError() {
 		t.Fatalf("Run returned an error result: %v", rerr)
