@@ -4,6 +4,9 @@ export GOTOOLCHAIN ?= go1.26.11
 export GOFLAGS ?= -buildvcs=false
 
 BIN      ?= bin/configmap-attacher
+# STEP_BIN is the step plugin alone (plugin/cmd/step-plugin): what install-plugin gives the
+# Rollouts controller.
+STEP_BIN ?= bin/configmap-attacher-step
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/configmap-attacher/configmap-attacher/plugin.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
@@ -16,6 +19,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(STEP_BIN) ./plugin/cmd/step-plugin
 
 ## check: the short tier, for the inner loop: lint (gofmt, go vet, go mod tidy, golangci-lint),
 ## the tests that need no control plane, and the docs-drift checks (the flag tables of README.md
@@ -75,7 +79,7 @@ lint:
 release: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 release: release-binaries
 	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
-	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a)) \
+	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a) -step-binary linux/$(a)=dist/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
 	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO)
 
@@ -87,6 +91,8 @@ release-binaries:
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' \
 	    -o dist/configmap-attacher-$$os-$$arch . || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' \
+	    -o dist/configmap-attacher-step-$$os-$$arch ./plugin/cmd/step-plugin || exit 1; \
 	done
 	cd dist && sha256sum configmap-attacher-* > checksums.txt && cat checksums.txt
 
@@ -109,9 +115,11 @@ image:
 	for a in $(IMAGE_ARCHS); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags '$(LDFLAGS)' \
 	    -o bin/configmap-attacher-linux-$$a . || exit 1; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags '$(LDFLAGS)' \
+	    -o bin/configmap-attacher-step-linux-$$a ./plugin/cmd/step-plugin || exit 1; \
 	done
 	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
-	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=bin/configmap-attacher-linux-$(a)) \
+	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=bin/configmap-attacher-linux-$(a) -step-binary linux/$(a)=bin/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout $(IMAGE_OCI) -digest-file $(IMAGE_OCI).digest
 
 ## fuzz: run each fuzz target for FUZZTIME (the seed corpora also run in `make test`).
@@ -128,7 +136,7 @@ fuzz:
 BENCH_COUNT ?= 3
 BENCH_TIMEOUT ?= 90m
 BENCH_LOAD := $(shell cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
-BENCH_ENV = CMA_PLUGIN_BINARY=$(abspath $(BIN)) CMA_BENCH_LOAD_BEFORE='$(BENCH_LOAD)'
+BENCH_ENV = CMA_PLUGIN_BINARY=$(abspath $(BIN)) CMA_STEP_PLUGIN_BINARY=$(abspath $(STEP_BIN)) CMA_BENCH_LOAD_BEFORE='$(BENCH_LOAD)'
 .PHONY: bench
 bench: build
 	mkdir -p bin/bench

@@ -13,12 +13,13 @@ import (
 	"os"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd/stepplugin"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
 
 func main() {
 	if os.Getenv(rpc.Handshake.MagicCookieKey) != "" {
-		os.Exit((&cmd.StepPlugin{Stderr: os.Stderr}).Main(os.Args[1:]))
+		os.Exit((&stepplugin.Command{Stderr: os.Stderr}).Main(os.Args[1:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "install-plugin" {
 		os.Exit((&cmd.Install{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/retry"
 )
@@ -32,8 +31,8 @@ const RBACHint = "examples/rbac-step-plugin.yaml"
 // Attacher adds owner references from ConfigMaps and Secrets to ReplicaSets. It keeps no
 // per-workload state, so one Attacher serves every Rollout concurrently.
 type Attacher struct {
-	// Client lists ReplicaSets.
-	Client kubernetes.Interface
+	// Client lists ReplicaSets and the other users, and creates Events.
+	Client Kube
 	// Meta reads and patches ConfigMaps and Secrets as metadata only (PartialObjectMetadata):
 	// their data never enters the process.
 	Meta metadata.Interface
@@ -191,7 +190,7 @@ func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owne
 		var l *appsv1.ReplicaSetList
 		err := a.call(ctx, func(ctx context.Context) error {
 			var err error
-			l, err = a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rs.Name})
+			l, err = a.Client.ListReplicaSets(ctx, ns, metav1.ListOptions{FieldSelector: "metadata.name=" + rs.Name})
 			return err
 		})
 		if err != nil {
@@ -265,16 +264,16 @@ func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...Controller
 		})
 	}
 	listInto(list, &mu, "statefulsets.apps", &in.StatefulSets, func(ctx context.Context) (*appsv1.StatefulSetList, error) {
-		return a.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		return a.Client.ListStatefulSets(ctx, ns, metav1.ListOptions{})
 	}, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items })
 	listInto(list, &mu, "daemonsets.apps", &in.DaemonSets, func(ctx context.Context) (*appsv1.DaemonSetList, error) {
-		return a.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		return a.Client.ListDaemonSets(ctx, ns, metav1.ListOptions{})
 	}, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items })
 	listInto(list, &mu, "jobs.batch", &in.Jobs, func(ctx context.Context) (*batchv1.JobList, error) {
-		return a.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		return a.Client.ListJobs(ctx, ns, metav1.ListOptions{})
 	}, func(l *batchv1.JobList) []batchv1.Job { return l.Items })
 	listInto(list, &mu, "cronjobs.batch", &in.CronJobs, func(ctx context.Context) (*batchv1.CronJobList, error) {
-		return a.Client.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
+		return a.Client.ListCronJobs(ctx, ns, metav1.ListOptions{})
 	}, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items })
 	g.Go(func() error {
 		pods, err := a.barePods(gctx, ns)
@@ -286,7 +285,7 @@ func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...Controller
 	g.Go(func() error {
 		var rss []appsv1.ReplicaSet
 		err := a.call(gctx, func(ctx context.Context) error {
-			l, err := a.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			l, err := a.Client.ListReplicaSets(ctx, ns, metav1.ListOptions{})
 			if err == nil {
 				rss = l.Items
 			}
@@ -416,7 +415,7 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 		var l *corev1.PodList
 		err := a.call(ctx, func(ctx context.Context) error {
 			var err error
-			l, err = a.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fs})
+			l, err = a.Client.ListPods(ctx, ns, metav1.ListOptions{FieldSelector: fs})
 			return err
 		})
 		if err != nil {
@@ -446,9 +445,9 @@ func (k Kind) Resource() schema.GroupVersionResource {
 
 // createEvent writes one Event, with its own deadline: an event is best-effort and must not
 // outlive the run that records it by more than that.
-func createEvent(kube kubernetes.Interface, ev *corev1.Event) error {
+func createEvent(kube Kube, ev *corev1.Event) error {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
 	defer cancel()
-	_, err := kube.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	_, err := kube.CreateEvent(ctx, ev)
 	return err
 }

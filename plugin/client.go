@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
-
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -60,13 +57,12 @@ func RESTConfig(o ClientOptions) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Clients are the clients of the core: the typed client for ReplicaSets, Events and
-// workloads, and the metadata client for ConfigMaps and Secrets (their data never enters the
-// process). Rollouts is set for the modes that read Rollouts themselves.
+// Clients are the clients of the core: Kube for ReplicaSets, the other users and Events,
+// and the metadata client for ConfigMaps and Secrets (their data never enters the process).
+// The modes that read more (Rollouts, Deployments, informers) hold clientset.Clients.
 type Clients struct {
-	Kube     kubernetes.Interface
-	Meta     metadata.Interface
-	Rollouts rolloutsclient.Interface
+	Kube Kube
+	Meta metadata.Interface
 }
 
 // ClientFunc returns the clients. The step calls it on every Run so that a client that
@@ -94,7 +90,7 @@ func LazyClient(o ClientOptions) ClientFunc {
 	}
 }
 
-// NewClients builds every client from one configuration.
+// NewClients builds the core's clients from one configuration.
 func NewClients(o ClientOptions) (Clients, error) {
 	cfg, err := RESTConfig(o)
 	if err != nil {
@@ -103,10 +99,10 @@ func NewClients(o ClientOptions) (Clients, error) {
 	return ClientsForConfig(cfg)
 }
 
-// ClientsForConfig builds every client from a REST config as given (tests wrap it, e.g. to
-// count requests).
+// ClientsForConfig builds the core's clients from a REST config as given (tests wrap it, e.g.
+// to count requests).
 func ClientsForConfig(cfg *rest.Config) (Clients, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := NewKube(cfg, nil)
 	if err != nil {
 		return Clients{}, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
@@ -114,9 +110,5 @@ func ClientsForConfig(cfg *rest.Config) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("creating Kubernetes metadata client: %w", err)
 	}
-	ro, err := rolloutsclient.NewForConfig(cfg)
-	if err != nil {
-		return Clients{}, fmt.Errorf("creating Argo Rollouts client: %w", err)
-	}
-	return Clients{Kube: kube, Meta: meta, Rollouts: ro}, nil
+	return Clients{Kube: kube, Meta: meta}, nil
 }

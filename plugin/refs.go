@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // Which ConfigMaps and Secrets a pod template uses.
@@ -62,15 +61,8 @@ func TemplateReferences(spec *corev1.PodSpec) References {
 	if spec == nil {
 		return refs
 	}
-	pod := &corev1.Pod{Spec: *spec}
-	podutil.VisitPodConfigmapNames(pod, func(name string) bool {
-		refs.ConfigMaps[name] = true
-		return true
-	})
-	podutil.VisitPodSecretNames(pod, func(name string) bool {
-		refs.Secrets[name] = true
-		return true
-	})
+	visitConfigMapNames(spec, func(name string) { refs.ConfigMaps[name] = true })
+	visitSecretNames(spec, func(name string) { refs.Secrets[name] = true })
 	return refs
 }
 
@@ -110,9 +102,8 @@ func RequiredReferences(spec *corev1.PodSpec) References {
 		return req
 	}
 	total := map[Object]int{}
-	pod := &corev1.Pod{Spec: *spec}
-	podutil.VisitPodConfigmapNames(pod, func(n string) bool { total[Object{KindConfigMap, n}]++; return true })
-	podutil.VisitPodSecretNames(pod, func(n string) bool { total[Object{KindSecret, n}]++; return true })
+	visitConfigMapNames(spec, func(n string) { total[Object{KindConfigMap, n}]++ })
+	visitSecretNames(spec, func(n string) { total[Object{KindSecret, n}]++ })
 	optional := map[Object]int{}
 	for _, ps := range spec.ImagePullSecrets {
 		if ps.Name != "" {
@@ -143,7 +134,7 @@ func RequiredReferences(spec *corev1.PodSpec) References {
 // flag. One source per volume, projected first, as in the kubelet's walkers.
 func visitContent(spec *corev1.PodSpec, visit func(o Object, optional bool)) {
 	ref := func(k Kind, name string, opt *bool) { visit(Object{k, name}, opt != nil && *opt) }
-	for c := range podutil.ContainerIter(spec, podutil.AllContainers) {
+	for c := range allContainers(spec) {
 		for _, ef := range c.EnvFrom {
 			if ef.ConfigMapRef != nil {
 				ref(KindConfigMap, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)

@@ -1,10 +1,14 @@
 package plugin
 
 import (
+	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"sigs.k8s.io/randfill"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
@@ -100,3 +104,35 @@ func TestRequiredReferences(t *testing.T) {
 }
 
 func optional() *bool { t := true; return &t }
+
+// TestKubeletWalkersMatchUpstream: visitConfigMapNames and visitSecretNames (kubelet.go) yield
+// exactly what k8s.io/kubernetes' VisitPodConfigmapNames and VisitPodSecretNames yield, in the
+// same order and with the same repeats (CredentialOnly counts them), on 3,000 random pod
+// specs whose names come from a small set, "" included, so that specs share names and a
+// volume often has more than one source set (the walkers take the first case only).
+func TestKubeletWalkersMatchUpstream(t *testing.T) {
+	names := []string{"", "a", "b", "c"}
+	nonEmpty := 0
+	for seed := int64(0); seed < 3000; seed++ {
+		f := randfill.New().RandSource(rand.NewSource(seed)).NilChance(0.4).NumElements(0, 3).
+			Funcs(func(s *string, c randfill.Continue) { *s = names[c.Intn(len(names))] })
+		var spec corev1.PodSpec
+		f.Fill(&spec)
+		for _, k := range []struct {
+			kind     string
+			ours     func(*corev1.PodSpec, func(string))
+			upstream func(*corev1.Pod, podutil.Visitor) bool
+		}{{"ConfigMap", visitConfigMapNames, podutil.VisitPodConfigmapNames}, {"Secret", visitSecretNames, podutil.VisitPodSecretNames}} {
+			var got, want []string
+			k.ours(&spec, func(n string) { got = append(got, n) })
+			k.upstream(&corev1.Pod{Spec: spec}, func(n string) bool { want = append(want, n); return true })
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d, %s names: ours %q, upstream %q", seed, k.kind, got, want)
+			}
+			nonEmpty += len(want)
+		}
+	}
+	if nonEmpty < 3000 {
+		t.Fatalf("the random specs named only %d objects in all: the comparison saw too little", nonEmpty)
+	}
+}

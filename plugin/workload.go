@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -63,7 +62,7 @@ type DeploymentGetter func(ctx context.Context, namespace, name string) (*appsv1
 type ResolvedRollout struct {
 	// Rollout is the Rollout itself, or for a workloadRef Rollout a copy whose template is the
 	// Deployment's (and whose selector, when it has none, the Deployment's): pass it to
-	// NewReplicaSet.
+	// newrs.Rollout.
 	Rollout *v1alpha1.Rollout
 	// Deployment is the Deployment spec.workloadRef names; nil without a workloadRef.
 	Deployment *appsv1.Deployment
@@ -175,16 +174,4 @@ func OlderFirst(x, y metav1.Object) int {
 		return 1
 	}
 	return cmp.Compare(x.GetName(), y.GetName())
-}
-
-// NewReplicaSet is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
-// read from the API (the command line, audit): argo-rollouts' FindNewReplicaSet (the template
-// hash with status.collisionCount, then the old hash, then template equality, which is what
-// finds a re-used ReplicaSet after undo). A Rollout without a template (an unresolved
-// workloadRef) falls back to the ReplicaSet that status.currentPodHash names.
-func NewReplicaSet(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	if len(ro.Spec.Template.Spec.Containers) == 0 {
-		return ByPodHash(rss, ro.Status.CurrentPodHash)
-	}
-	return replicasetutil.FindNewReplicaSet(ro, rss)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
@@ -162,7 +163,9 @@ func testLogger(w io.Writer) *logrus.Entry {
 }
 
 func clientOf(c kubernetes.Interface) plugin.ClientFunc {
-	return func() (plugin.Clients, error) { return plugin.Clients{Kube: c, Meta: fakemeta.New(c)}, nil }
+	return func() (plugin.Clients, error) {
+		return plugin.Clients{Kube: clientset.Typed(c), Meta: fakemeta.New(c)}, nil
+	}
 }
 
 // serve starts the plugin server in-process exactly as rpc.Serve configures it (rpc.Handshake,
@@ -471,7 +474,7 @@ func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 				var m map[string]int
 				m["boom"]++ //nolint:staticcheck // SA5000: a real nil-map panic, not a panic(string), is the point
 			}
-			return plugin.Clients{Kube: kube, Meta: fakemeta.New(kube)}, nil
+			return plugin.Clients{Kube: clientset.Typed(kube), Meta: fakemeta.New(kube)}, nil
 		},
 		Log: testLogger(&logs),
 	}

@@ -1,15 +1,20 @@
 // Command image builds the configmap-attacher container image without a Docker engine: one OCI
 // image index (a multi-arch tag) holding, per linux architecture, an image FROM scratch with one
-// layer: the static binary, /etc/passwd and /etc/group for the nonroot user (65532), and an empty
-// /tmp. The same image runs the command line (Job), the controller, and `install-plugin DIR` as
-// the Argo Rollouts controller's initContainer.
+// layer: the static binary (/configmap-attacher, the entrypoint), the step plugin alone
+// (/configmap-attacher-step, which install-plugin copies), /etc/passwd and /etc/group for the
+// nonroot user (65532), and an empty /tmp. The same image runs the command line (Job), the
+// controller, and `install-plugin DIR` as the Argo Rollouts controller's initContainer.
 //
 // It writes an OCI image layout whose index.json names that one index, so `crane push` pushes
 // the whole index as one tag and prints the digest this command printed:
 //
-//	for a in amd64 arm64; do CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-linux-$a .; done
+//	for a in amd64 arm64; do
+//	  CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-linux-$a .
+//	  CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-step-linux-$a ./plugin/cmd/step-plugin
+//	done
 //	go run ./hack/image -tag ghcr.io/configmap-attacher/configmap-attacher:v1.0.0 \
-//	    -binary linux/amd64=bin/configmap-attacher-linux-amd64 -binary linux/arm64=bin/configmap-attacher-linux-arm64 \
+//	    -binary linux/amd64=bin/configmap-attacher-linux-amd64 -step-binary linux/amd64=bin/configmap-attacher-step-linux-amd64 \
+//	    -binary linux/arm64=bin/configmap-attacher-linux-arm64 -step-binary linux/arm64=bin/configmap-attacher-step-linux-arm64 \
 //	    -revision "$(git rev-parse HEAD)" -oci-layout dist/configmap-attacher-image.oci
 //	crane push dist/configmap-attacher-image.oci ghcr.io/configmap-attacher/configmap-attacher:v1.0.0
 //
@@ -53,6 +58,16 @@ func run(args []string, stdout io.Writer) error {
 		platforms = append(platforms, build.Platform{Arch: arch, Binary: path})
 		return nil
 	})
+	steps := map[string]string{}
+	fs.Func("step-binary", "linux/ARCH=PATH: the step plugin's own static linux binary (./plugin/cmd/step-plugin) for ARCH; one per -binary", func(s string) error {
+		plat, path, ok := strings.Cut(s, "=")
+		arch, found := strings.CutPrefix(plat, "linux/")
+		if !ok || !found || arch == "" || path == "" {
+			return fmt.Errorf("%q: want linux/ARCH=PATH", s)
+		}
+		steps[arch] = path
+		return nil
+	})
 	tagStr := fs.String("tag", "", "image reference, e.g. ghcr.io/configmap-attacher/configmap-attacher:v1.0.0; its tag is the version label")
 	ociDir := fs.String("oci-layout", "", "OCI image layout directory to write (replaced if it exists); `crane push DIR TAG` pushes the index")
 	digestFile := fs.String("digest-file", "", "also write the index's digest (sha256:…) to this file")
@@ -68,6 +83,15 @@ func run(args []string, stdout io.Writer) error {
 	if len(platforms) == 0 || *tagStr == "" || *ociDir == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("-binary (at least one), -tag and -oci-layout are required; no arguments")
+	}
+	for i, p := range platforms {
+		if platforms[i].StepBinary = steps[p.Arch]; platforms[i].StepBinary == "" {
+			return fmt.Errorf("-binary linux/%s has no -step-binary linux/%s=PATH (build ./plugin/cmd/step-plugin)", p.Arch, p.Arch)
+		}
+		delete(steps, p.Arch)
+	}
+	for a := range steps {
+		return fmt.Errorf("-step-binary linux/%s has no -binary linux/%s=PATH", a, a)
 	}
 	tag, err := name.NewTag(*tagStr, name.StrictValidation)
 	if err != nil {

@@ -42,7 +42,7 @@ type Release struct {
 	Assets      []Asset
 }
 
-// Asset is one linux binary of the release.
+// Asset is one linux step-plugin binary of the release (what the controller downloads).
 type Asset struct {
 	Arch, Name, SHA256 string
 }
@@ -105,7 +105,9 @@ func Load(dist, version, image, digestFile, urlBase string) (Release, error) {
 		return r, err
 	}
 	for _, a := range Archs {
-		n := "configmap-attacher-linux-" + a
+		// The step plugin alone: what the controller downloads and runs (the full binary serves
+		// the step too, but links every other mode).
+		n := "configmap-attacher-step-linux-" + a
 		want, ok := sums[n]
 		if !ok {
 			return r, fmt.Errorf("checksums.txt has no %s", n)

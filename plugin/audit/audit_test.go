@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
@@ -464,7 +465,7 @@ func TestAuditMetadataClient(t *testing.T) {
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, objs...)
 	kube.ClearActions()
-	if code, out, errb := runAudit(t, plugin.Clients{Kube: kube, Meta: md, Rollouts: ro}, run{namespace: testNS}); code != exitFail || out != wantAuditText {
+	if code, out, errb := runAudit(t, clientset.Clients{Kube: kube, Meta: md, Rollouts: ro}, run{namespace: testNS}); code != exitFail || out != wantAuditText {
 		t.Errorf("exit %d, output\n%s%s", code, out, errb)
 	}
 	for _, a := range kube.Actions() {

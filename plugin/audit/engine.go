@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/sirupsen/logrus"
@@ -43,9 +44,9 @@ const RBACHint = "examples/rbac-audit.yaml"
 
 // New is an Auditor on the clients: reads through NewLister, writes through an Attacher whose
 // forbidden messages point to audit's RBAC.
-func New(cl plugin.Clients, log logrus.FieldLogger) *Auditor {
+func New(cl clientset.Clients, log logrus.FieldLogger) *Auditor {
 	return &Auditor{Lister: NewLister(cl), Log: log,
-		Attacher: &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: RBACHint}}
+		Attacher: &plugin.Attacher{Client: clientset.Typed(cl.Kube), Meta: cl.Meta, Log: log, RBACHint: RBACHint}}
 }
 
 func (a *Auditor) selector() labels.Selector {

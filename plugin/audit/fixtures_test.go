@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
@@ -41,8 +42,8 @@ const (
 )
 
 // clientsOf serves the typed and the metadata client from one typed fake.
-func clientsOf(c kubernetes.Interface, ro rolloutsclient.Interface) plugin.Clients {
-	return plugin.Clients{Kube: c, Meta: fakemeta.WithRollouts(c, ro), Rollouts: ro}
+func clientsOf(c kubernetes.Interface, ro rolloutsclient.Interface) clientset.Clients {
+	return clientset.Clients{Kube: c, Meta: fakemeta.WithRollouts(c, ro), Rollouts: ro}
 }
 
 func owners(t *testing.T, c kubernetes.Interface, kind plugin.Kind, name string) []metav1.OwnerReference {
@@ -152,7 +153,7 @@ type run struct {
 // runAudit runs an Auditor over the clients as the command does — Run, then the report as
 // text or JSON — and returns the command's exit code, the report and what went to stderr
 // (an error, and the warnings logged).
-func runAudit(t *testing.T, cl plugin.Clients, r run) (int, string, string) {
+func runAudit(t *testing.T, cl clientset.Clients, r run) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	log := logrus.New()

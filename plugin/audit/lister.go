@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
@@ -29,9 +30,9 @@ type Lister interface {
 }
 
 // NewLister reads through the clients: ConfigMaps and Secrets through the metadata client
-// (cl.Meta, which plugin.ClientsForConfig always sets), so their data never leaves the
+// (cl.Meta, which clientset.ForConfig always sets), so their data never leaves the
 // apiserver.
-func NewLister(cl plugin.Clients) Lister {
+func NewLister(cl clientset.Clients) Lister {
 	return clientLister{kube: cl.Kube, rollouts: cl.Rollouts, meta: cl.Meta}
 }
 

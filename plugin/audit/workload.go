@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/newrs"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -50,7 +51,7 @@ func (a *Auditor) rolloutWorkload(ctx context.Context, ro *v1alpha1.Rollout, lis
 	}
 	aw.w = res.Workload
 	aw.current = func(rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-		if rs := plugin.NewReplicaSet(res.Rollout, rss); rs != nil {
+		if rs := newrs.Rollout(res.Rollout, rss); rs != nil {
 			return rs
 		}
 		return plugin.ByPodHash(rss, ro.Status.CurrentPodHash)

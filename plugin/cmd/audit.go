@@ -11,6 +11,8 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 )
 
 // Audit is `configmap-attacher audit`: it reports, per Rollout and Deployment, the
@@ -19,8 +21,8 @@ import (
 // (package plugin/audit does the work).
 type Audit struct {
 	Stdout, Stderr io.Writer
-	// NewClients builds the clients (default plugin.NewClients; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (plugin.Clients, error)
+	// NewClients builds the clients (default clientset.New; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
 }
 
 // auditOptions are the flags as given.
@@ -28,9 +30,9 @@ type auditOptions struct {
 	namespace, rollout string
 	all, fix           bool
 	output             string
-	selector           *selectorFlag
+	selector           *cli.SelectorFlag
 	requireOptIn       bool
-	optInSelector      *selectorFlag
+	optInSelector      *cli.SelectorFlag
 	logLevel           string
 	workloads          *workloadsFlag
 	client             plugin.ClientOptions
@@ -66,7 +68,7 @@ const auditUsage = "Usage: configmap-attacher audit (-namespace NS [-rollout NAM
 func (c *Audit) FlagSet() *flag.FlagSet { return c.flags(&auditOptions{}) }
 
 func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
-	o.selector, o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
+	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
 	o.workloads = newWorkloads("rollouts,deployments")
 	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
@@ -80,7 +82,7 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
 	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
 	fs.Var(o.workloads, "workloads", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
-	kubeconfigFlag(fs, &o.client.Kubeconfig)
+	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage)
@@ -139,7 +141,7 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 	}
 	req.log = logrus.New()
 	req.log.SetOutput(logOut)
-	problems = append(problems, loggerProblems(req.log, o.logLevel, "text")...)
+	problems = append(problems, cli.LoggerProblems(req.log, o.logLevel, "text")...)
 	return req, problems
 }
 
@@ -147,7 +149,7 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 func (c *Audit) run(ctx context.Context, req auditRequest) int {
 	newClients := c.NewClients
 	if newClients == nil {
-		newClients = plugin.NewClients
+		newClients = clientset.New
 	}
 	cl, err := newClients(req.client)
 	if err != nil {

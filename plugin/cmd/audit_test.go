@@ -24,6 +24,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 )
 
@@ -33,8 +34,8 @@ func runAuditCmd(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Inte
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &Audit{Stdout: &out, Stderr: &errb,
-		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
-			return plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
+		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+			return clientset.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
 		}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()

@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 )
 
 // Every command has the same skeleton: options bound to a flag set, parse (every flag problem
@@ -38,7 +36,7 @@ var errHelp = errors.New("help requested")
 // as "<name>: <problem>", followed by a pointer to -help; the result is nil, errHelp, or an
 // error that means ExitUsage.
 func parseArgs(s spec, args []string, stderr io.Writer) error {
-	problems, help := collectParse(s.fs, args)
+	problems, help := cli.CollectParse(s.fs, args)
 	if help {
 		fmt.Fprint(stderr, s.usage)
 		s.fs.SetOutput(stderr)
@@ -72,102 +70,10 @@ func exitCode(err error) int {
 	return ExitUsage
 }
 
-// collectParse parses args, going on after each problem the flag package finds (in the order
-// of the args), so that every bad flag is reported at once. A value the flag package rejects
-// leaves the flag as it was, so that it is reported once, here, and not again by validate.
-func collectParse(fs *flag.FlagSet, args []string) (problems []string, help bool) {
-	fs.SetOutput(io.Discard) // each problem once, by the caller
-	fs.VisitAll(func(f *flag.Flag) { f.Value = keepOnError{f.Value} })
-	rest := args
-	for {
-		err := fs.Parse(rest)
-		if err == nil {
-			return problems, help
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			help = true
-		} else {
-			problems = append(problems, flagProblem(err))
-		}
-		if next := fs.Args(); len(next) < len(rest) {
-			rest = next
-		} else {
-			rest = rest[1:] // a bad flag syntax is not consumed by the flag package
-		}
-	}
-}
-
-// invalidValue is how the flag package words a value its Set refused.
-var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag (-[^:]+): (.*)$`)
-
-// flagProblem words a parse error as every other problem is worded: "-flag "value": why".
-func flagProblem(err error) string {
-	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Sprintf("%s %s: %s", m[2], m[1], m[3])
-	}
-	return err.Error()
-}
-
-// keepOnError is a flag.Value that keeps its value when Set fails.
-type keepOnError struct{ flag.Value }
-
-func (v keepOnError) Set(s string) error {
-	before := v.String()
-	err := v.Value.Set(s)
-	if err != nil {
-		_ = v.Value.Set(before)
-	}
-	return err
-}
-
-// IsBoolFlag keeps boolean flags usable without a value (-require-opt-in).
-func (v keepOnError) IsBoolFlag() bool {
-	b, ok := v.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// selectorFlag is every command's label-selector flag: it parses the value and refuses a
-// selector that requires nothing an object must carry (plugin.Positive), with one wording.
-type selectorFlag struct {
-	given
-	sel labels.Selector
-}
-
-// given is a flag value as the user wrote it (its String, which -help shows as the default).
-type given struct{ raw string }
-
-func (g given) String() string { return g.raw }
-
-// newSelector is a selector flag with a default ("" for none).
-func newSelector(def string) *selectorFlag {
-	f := &selectorFlag{}
-	if def != "" {
-		if err := f.Set(def); err != nil {
-			panic(err) // a default is a constant
-		}
-	}
-	return f
-}
-
-func (f *selectorFlag) Set(v string) error {
-	sel, err := labels.Parse(v)
-	if err != nil {
-		return err
-	}
-	if !plugin.Positive(sel) {
-		return errors.New(plugin.NotPositive)
-	}
-	f.raw, f.sel = v, sel
-	return nil
-}
-
-// Selector is the parsed selector (nil when the flag has no value).
-func (f *selectorFlag) Selector() labels.Selector { return f.sel }
-
 // workloadsFlag is the -workloads grammar of every command: a comma-separated list of
 // rollouts and deployments (any case, singular accepted), each at most once.
 type workloadsFlag struct {
-	given
+	cli.Given
 	kinds []string
 	set   bool
 }
@@ -186,7 +92,7 @@ func (f *workloadsFlag) Set(v string) error {
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
-	f.raw, f.kinds, f.set = v, kinds, true
+	f.Raw, f.kinds, f.set = v, kinds, true
 	return nil
 }
 

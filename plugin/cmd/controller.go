@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
 )
 
@@ -44,7 +45,7 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 type controllerOptions struct {
 	client                                    plugin.ClientOptions
 	namespaces                                string
-	selector                                  *selectorFlag
+	selector                                  *cli.SelectorFlag
 	workloads                                 *workloadsFlag
 	leaderElect                               bool
 	leNamespace, leID                         string
@@ -92,10 +93,10 @@ func (c *Controller) Main(args []string) int {
 }
 
 func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
-	o.selector, o.workloads = newSelector(plugin.OptInLabel+"=true"), newWorkloads("rollouts,deployments")
+	o.selector, o.workloads = cli.NewSelector(plugin.OptInLabel+"=true"), newWorkloads("rollouts,deployments")
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	kubeconfigFlag(fs, &o.client.Kubeconfig)
+	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.Var(o.selector, "selector", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
 	fs.Var(o.workloads, "workloads", "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
@@ -112,7 +113,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs.IntVar(&o.workers, "workers", controller.DefaultWorkers, "objects reconciled in parallel")
 	fs.DurationVar(&o.resync, "resync", controller.DefaultResync, "interval of the full reconcile of every opted-in object (0: only at start)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log and count the owner references that would be added; write nothing")
-	logFlags(fs, &o.logLevel, &o.logFormat)
+	cli.LogFlags(fs, &o.logLevel, &o.logFormat)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), controllerUsage)
 		fs.PrintDefaults()
@@ -204,7 +205,7 @@ func (c *Controller) main(args []string) int {
 	log.SetOutput(c.Stderr)
 	fs := c.flags(&o)
 	err := parseArgs(spec{name: "configmap-attacher controller", usage: controllerUsage, fs: fs, validate: func() []string {
-		return append(loggerProblems(log, o.logLevel, o.logFormat), c.validate(&o)...)
+		return append(cli.LoggerProblems(log, o.logLevel, o.logFormat), c.validate(&o)...)
 	}}, args, c.Stderr)
 	if err != nil {
 		return exitCode(err)

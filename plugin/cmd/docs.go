@@ -1,6 +1,10 @@
 package cmd
 
-import "flag"
+import (
+	"flag"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin/cmd/stepplugin"
+)
 
 // DocCommand is a command whose flag table the documentation carries between
 // <!-- flags:NAME --> and <!-- /flags:NAME --> (hack/docs renders it from the flag set, and
@@ -20,6 +24,6 @@ func DocCommands() []DocCommand {
 		{"audit", "-", (&Audit{}).FlagSet},
 		{"controller", "-", (&Controller{}).FlagSet},
 		{"install-plugin", "-", (&Install{}).FlagSet},
-		{"step-plugin", "--", (&StepPlugin{}).FlagSet},
+		{"step-plugin", "--", (&stepplugin.Command{}).FlagSet},
 	}
 }

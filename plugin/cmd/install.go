@@ -11,7 +11,8 @@ import (
 // installUsage is printed for -help and bad arguments.
 const installUsage = `usage: configmap-attacher install-plugin DIR
 
-Copies this executable to DIR/` + install.Name + ` (atomically, mode 0755) and exits 0: run it as an
+Copies the step plugin to DIR/` + install.Name + ` (atomically, mode 0755) and exits 0: the step plugin
+alone (` + install.StepName + `, beside this executable in the image), else this executable. Run it as an
 initContainer of the Argo Rollouts controller with DIR on a volume (an emptyDir) that the
 controller container also mounts, and register the plugin in argo-rollouts-config with
   location: file://<the controller's mount path>/` + install.Name + `
@@ -57,6 +58,6 @@ func (c *Install) Main(args []string) int {
 		fmt.Fprintf(c.Stderr, "configmap-attacher install-plugin: %v\n", err)
 		return ExitFail
 	}
-	fmt.Fprintf(c.Stdout, "installed %s (%d bytes, sha256 %s)\n", r.Path, r.Size, r.SHA256)
+	fmt.Fprintf(c.Stdout, "installed %s from %s (%d bytes, sha256 %s)\n", r.Path, r.Source, r.Size, r.SHA256)
 	return ExitOK
 }

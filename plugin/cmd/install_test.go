@@ -33,7 +33,7 @@ func fakeExe(t *testing.T, content string) (installer, string) {
 }
 
 func TestInstallPlugin(t *testing.T) {
-	in, _ := fakeExe(t, "binary v2")
+	in, src := fakeExe(t, "binary v2")
 	dir := t.TempDir()
 	// An older install (as after an initContainer restart, or a controller that copied it
 	// already): replaced by a rename, so an open handle keeps reading the old file.
@@ -71,7 +71,7 @@ func TestInstallPlugin(t *testing.T) {
 		t.Errorf("dir holds %v (%v), want only %s (no temporary file left)", entries, err, install.Name)
 	}
 	sum := sha256.Sum256([]byte("binary v2"))
-	want := "installed " + old + " (9 bytes, sha256 " + hex.EncodeToString(sum[:]) + ")\n"
+	want := "installed " + old + " from " + src + " (9 bytes, sha256 " + hex.EncodeToString(sum[:]) + ")\n"
 	if stdout.String() != want {
 		t.Errorf("stdout %q, want %q", stdout.String(), want)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/job"
 
 	"github.com/sirupsen/logrus"
@@ -23,8 +25,8 @@ type Job struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads VERSION and JOB_NAME, which are only logged (nil: both empty).
 	Getenv func(string) string
-	// NewClients builds the clients (default plugin.NewClients; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (plugin.Clients, error)
+	// NewClients builds the clients (default clientset.New; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
 	// PollInterval is the pause between checks while waiting (default 2s).
 	PollInterval time.Duration
 }
@@ -34,7 +36,7 @@ type jobOptions struct {
 	rollout, namespace, configMaps, secrets string
 	allowUnreferenced, version, dryRun      bool
 	discover                                bool
-	selector, optInSelector                 *selectorFlag
+	selector, optInSelector                 *cli.SelectorFlag
 	requireOptIn                            bool
 	expectAnnotation                        string
 	timeout                                 time.Duration
@@ -57,7 +59,7 @@ const jobUsage = "Usage: configmap-attacher -rollout NAME -namespace NS [-config
 func (c *Job) FlagSet() *flag.FlagSet { return c.flags(&jobOptions{}) }
 
 func (c *Job) flags(o *jobOptions) *flag.FlagSet {
-	o.selector, o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
+	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
@@ -72,8 +74,8 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
-	kubeconfigFlag(fs, &o.client.Kubeconfig)
-	logFlags(fs, &o.logLevel, &o.logFormat)
+	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	cli.LogFlags(fs, &o.logLevel, &o.logFormat)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), jobUsage)
@@ -96,7 +98,7 @@ func (c *Job) Main(args []string) int {
 		}
 		var problems []string
 		req, problems = o.validate()
-		return append(problems, loggerProblems(log, o.logLevel, o.logFormat)...)
+		return append(problems, cli.LoggerProblems(log, o.logLevel, o.logFormat)...)
 	}}, args, c.Stderr)
 	if err != nil {
 		return exitCode(err)
@@ -116,7 +118,7 @@ func (c *Job) Main(args []string) int {
 
 	newClients := c.NewClients
 	if newClients == nil {
-		newClients = plugin.NewClients
+		newClients = clientset.New
 	}
 	cl, err := newClients(o.client)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 )
 
@@ -25,8 +27,8 @@ func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 	var out, errb bytes.Buffer
 	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
 		Getenv: func(k string) string { return map[string]string{"JOB_NAME": "attach-web"}[k] },
-		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
-			return plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
+		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+			return clientset.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
 		}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()
@@ -38,9 +40,9 @@ func runJobUsage(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
-		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) {
+		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
 			t.Errorf("bad usage %q got as far as building clients", args)
-			return plugin.Clients{}, errors.New("bad usage built clients")
+			return clientset.Clients{}, errors.New("bad usage built clients")
 		}}
 	return c.Main(args), errb.String()
 }
@@ -147,7 +149,7 @@ func TestJobValidateAccepts(t *testing.T) {
 		{"digits", jobOptions{rollout: "0web", namespace: "0shop", configMaps: "a", timeout: time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.selector, tc.o.optInSelector = newSelector(""), newSelector(plugin.OptInLabel+"=true")
+			tc.o.selector, tc.o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
 			req, problems := tc.o.validate()
 			if len(problems) > 0 {
 				t.Fatalf("problems: %q", problems)

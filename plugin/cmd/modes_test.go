@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -173,7 +174,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 func runStep(t *testing.T, w modesWorld) []string {
 	kube := fake.NewClientset(w.kube...)
 	ro := rolloutsfake.NewSimpleClientset(w.rollout)
-	cl := plugin.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}
+	cl := plugin.Clients{Kube: clientset.Typed(kube), Meta: fakemeta.WithRollouts(kube, ro)}
 	s := &step.Step{Client: func() (plugin.Clients, error) { return cl, nil }, Log: modesLog(t)}
 	res, rpcErr := s.Run(w.rollout, &steptypes.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(w.stepConf)})
 	t.Logf("step: phase %s: %s %s", res.Phase, res.Message, rpcErr.ErrorString)

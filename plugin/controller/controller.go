@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 )
 
 // RBACHint is the example RBAC of the controller, named in forbidden errors.
@@ -189,7 +190,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, scopes: map[string]*scope{},
 		pending: map[Key]pendingOwners{}, seen: map[Key]time.Time{}, gaugeNamespaces: map[string]bool{}}
-	c.attacher = &plugin.Attacher{Client: cfg.Kube, Meta: cfg.Meta, Log: cfg.Log, RBACHint: RBACHint}
+	c.attacher = &plugin.Attacher{Client: clientset.Typed(cfg.Kube), Meta: cfg.Meta, Log: cfg.Log, RBACHint: RBACHint}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[Key](),
 		workqueue.TypedRateLimitingQueueConfig[Key]{Name: "objects", MetricsProvider: cfg.Metrics})
 	c.events = cfg.Events

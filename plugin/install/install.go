@@ -1,8 +1,10 @@
 // Package install is the core of `configmap-attacher install-plugin DIR` (the command is
-// cmd.Install in plugin/cmd): it copies the running executable into DIR so that an
+// cmd.Install in plugin/cmd): it copies the step plugin into DIR so that an
 // initContainer running the configmap-attacher image (which has no shell) can put the plugin
 // into a volume it shares with the Argo Rollouts controller, whose argo-rollouts-config then
-// names it with a file:// location.
+// names it with a file:// location. The step plugin is configmap-attacher-step, the step
+// alone, when it sits beside the running executable (the image ships both), else the running
+// executable itself, which serves the step too (a binary from go install or make build alone).
 //
 // The copy is atomic: the binary is written to a temporary file in DIR, synced, made 0755 and
 // renamed over DIR/configmap-attacher, so the controller never sees a partial file, also when
@@ -24,23 +26,32 @@ import (
 // Name is the file name the binary is installed as: DIR/configmap-attacher.
 const Name = "configmap-attacher"
 
+// StepName is the step plugin's own binary, beside the full one in the image
+// (/configmap-attacher-step): installed as Name when it is there.
+const StepName = "configmap-attacher-step"
+
 // Mode is the installed file's permission bits.
 const Mode fs.FileMode = 0o755
 
 // Result describes an installed binary.
 type Result struct {
-	Path   string // DIR/configmap-attacher
+	Path string // DIR/configmap-attacher
+	// Source is the file copied: configmap-attacher-step beside the executable, or the
+	// executable itself.
+	Source string
 	Size   int64
 	SHA256 string // hex
 }
 
 // Installer copies Executable's file into a directory.
 type Installer struct {
-	// Executable returns the path of the file to install; os.Executable when nil.
+	// Executable returns the path of the running executable, beside which StepName is looked
+	// for; os.Executable when nil.
 	Executable func() (string, error)
 }
 
-// Install copies the executable into dir/configmap-attacher atomically with mode 0755.
+// Install copies the step plugin (StepName beside the executable, else the executable) into
+// dir/configmap-attacher atomically with mode 0755.
 func (in *Installer) Install(dir string) (Result, error) {
 	exe := in.Executable
 	if exe == nil {
@@ -50,6 +61,7 @@ func (in *Installer) Install(dir string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("locating this executable: %w", err)
 	}
+	src = stepPluginBeside(src)
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -108,7 +120,16 @@ func (in *Installer) Install(dir string) (Result, error) {
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return Result{Path: dst, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return Result{Path: dst, Source: src, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// stepPluginBeside is StepName in exe's directory when it is an executable file there, else exe.
+func stepPluginBeside(exe string) string {
+	p := filepath.Join(filepath.Dir(exe), StepName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return exe
 }
 
 func isReadOnly(err error) bool {

@@ -3,7 +3,7 @@ package job
 import (
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
@@ -11,6 +11,6 @@ import (
 const testNS = fixtures.Namespace
 
 // clientsOf serves both clients from one typed fake.
-func clientsOf(c kubernetes.Interface) plugin.Clients {
-	return plugin.Clients{Kube: c, Meta: fakemeta.New(c)}
+func clientsOf(c kubernetes.Interface) clientset.Clients {
+	return clientset.Clients{Kube: c, Meta: fakemeta.New(c)}
 }

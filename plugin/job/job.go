@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
+	"github.com/configmap-attacher/configmap-attacher/plugin/newrs"
 
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/sirupsen/logrus"
@@ -30,7 +33,7 @@ const DefaultPollInterval = 2 * time.Second
 // ReplicaSet of the current pod template of Rollout Namespace/Rollout once the Argo Rollouts
 // controller has created it.
 type Request struct {
-	Clients   plugin.Clients
+	Clients   clientset.Clients
 	Namespace string
 	Rollout   string
 	// Config holds the objects, allowUnreferenced, discover, dryRun and the timeout of the
@@ -68,9 +71,10 @@ func WaitAndAttach(ctx context.Context, r Request) (string, error) {
 		interval = DefaultPollInterval
 	}
 	cl := r.Clients
-	w := &waiter{attacher: &plugin.Attacher{Client: cl.Kube, Meta: cl.Meta, Log: log, RBACHint: jobRBACHint},
-		rollouts: cl.Rollouts, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
-		events: &plugin.APIEvents{Client: func() (plugin.Clients, error) { return cl, nil }, Log: log}}
+	core := cl.Core()
+	w := &waiter{attacher: &plugin.Attacher{Client: core.Kube, Meta: core.Meta, Log: log, RBACHint: jobRBACHint},
+		rollouts: cl.Rollouts, kube: cl.Kube, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
+		events: &plugin.APIEvents{Client: func() (plugin.Clients, error) { return core, nil }, Log: log}}
 	return w.run(ctx, interval)
 }
 
@@ -79,6 +83,7 @@ func WaitAndAttach(ctx context.Context, r Request) (string, error) {
 type waiter struct {
 	attacher *plugin.Attacher
 	rollouts rolloutsclient.Interface
+	kube     kubernetes.Interface
 	cfg      plugin.Config
 	policy   plugin.Policy
 	expect   TemplateAnnotation
@@ -180,7 +185,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	target := plugin.NewReplicaSet(resolved, rss)
+	target := newrs.Rollout(resolved, rss)
 	if target == nil {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}
@@ -213,7 +218,7 @@ func (w *waiter) getDeployment(ctx context.Context, namespace, name string) (*ap
 	var d *appsv1.Deployment
 	err := w.attacher.Call(ctx, func(ctx context.Context) error {
 		var err error
-		d, err = w.attacher.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err = w.kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
 	return d, err

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
@@ -127,7 +128,7 @@ func TestStepEveryUserCounts(t *testing.T) {
 func TestJobMessagesNameTheFlags(t *testing.T) {
 	rss := []*appsv1.ReplicaSet{fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil))}
 	users := usageOf(false, rss...)
-	a := &plugin.Attacher{Client: fake.NewClientset(), Log: quietLog()}
+	a := &plugin.Attacher{Client: clientset.Typed(fake.NewClientset()), Log: quietLog()}
 	_, err := a.Reconcile(t.Context(), plugin.Request{Workload: plugin.Workload{Kind: plugin.KindRollout, Namespace: testNS, Name: "web", UID: fixtures.RolloutUID},
 		Users: users, ReplicaSets: rss, Target: rss[0], Objects: []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nope"}}, Source: "-configmaps/-secrets"})
 	if err == nil || strings.Contains(err.Error(), "step config") || !strings.Contains(err.Error(), "-configmaps/-secrets") {
@@ -187,7 +188,7 @@ func TestUnservedControllerKindBlocks(t *testing.T) {
 	c := fake.NewClientset(cur, exp, fixtures.ConfigMap("shared"))
 	s := newStep(c)
 	s.Client = func() (plugin.Clients, error) {
-		return plugin.Clients{Kube: c, Meta: fakemeta.WithoutResources(fakemeta.New(c), "experiments")}, nil
+		return plugin.Clients{Kube: clientset.Typed(c), Meta: fakemeta.WithoutResources(fakemeta.New(c), "experiments")}, nil
 	}
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ReplicaSet exp-e1 (controlled by Experiment exp") || writes(c) != 0 {

@@ -483,12 +483,10 @@ func discardLogger() *logrus.Logger {
 // inProcessStep is step.Step built as cmd.StepPlugin builds it (info logging, events on the
 // Rollout), on cfg, without the process boundary. events=false leaves the events out.
 func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *step.Step {
-	cs := clientset(b, cfg)
 	cl, err := plugin.ClientsForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cl.Kube = cs
 	client := func() (plugin.Clients, error) { return cl, nil }
 	log := discardLogger().WithField("plugin", "configmap-attacher")
 	s := &step.Step{Client: client, Log: log, Concurrency: 8}
@@ -513,7 +511,7 @@ type pluginProc struct {
 
 func startPlugin(b testing.TB, qps float64, burst int, args ...string) *pluginProc {
 	b.Helper()
-	return startPluginBinary(b, pluginBin, qps, burst, args...)
+	return startPluginBinary(b, stepBin, qps, burst, args...)
 }
 
 // startPluginBinary starts bin as the Argo Rollouts controller starts a step plugin (our

@@ -32,7 +32,9 @@ var (
 	shared    *cluster.Cluster
 	sharedErr error
 	pluginBin string
-	run       = newRunResults()
+	// stepBin is the step plugin's own binary (install-plugin's): every plugin process of the run.
+	stepBin string
+	run     = newRunResults()
 )
 
 // benchmarking reports whether -test.bench was given: only then is a control plane started.
@@ -61,6 +63,9 @@ func TestMain(m *testing.M) {
 	}
 	if sharedErr == nil {
 		pluginBin, sharedErr = cluster.PluginBinary() // make bench passes make build's
+	}
+	if sharedErr == nil {
+		stepBin, sharedErr = cluster.StepPluginBinary()
 	}
 	if sharedErr != nil {
 		fmt.Fprintln(os.Stderr, "bench setup:", sharedErr)

@@ -93,7 +93,7 @@ func BenchmarkPluginMemory(b *testing.B) {
 		for k, v := range rec.Metrics {
 			lat.metric(b, k, v)
 		}
-		if st, err := os.Stat(pluginBin); err == nil {
+		if st, err := os.Stat(stepBin); err == nil {
 			lat.metric(b, "binary-MiB", float64(st.Size())/(1<<20))
 		}
 		run.add(b, lat)

@@ -49,15 +49,17 @@ type machine struct {
 type results struct {
 	mu sync.Mutex
 
-	Started    time.Time            `json:"started"`
-	Finished   time.Time            `json:"finished"`
-	ExitCode   int                  `json:"exitCode"`
-	Race       bool                 `json:"race"`
-	Flags      map[string]string    `json:"flags"`
-	Machine    machine              `json:"machine"`
-	LoadBefore string               `json:"loadBefore"`
-	LoadAvg1   []float64            `json:"loadAvg1"` // the 1-minute load average, every 5 s
-	Binary     binaryInfo           `json:"binary"`
+	Started    time.Time         `json:"started"`
+	Finished   time.Time         `json:"finished"`
+	ExitCode   int               `json:"exitCode"`
+	Race       bool              `json:"race"`
+	Flags      map[string]string `json:"flags"`
+	Machine    machine           `json:"machine"`
+	LoadBefore string            `json:"loadBefore"`
+	LoadAvg1   []float64         `json:"loadAvg1"` // the 1-minute load average, every 5 s
+	Binary     binaryInfo        `json:"binary"`
+	// StepBinary is the step plugin's own binary: every plugin process of the run.
+	StepBinary binaryInfo           `json:"stepBinary"`
 	Benchmarks map[string][]*record `json:"benchmarks"`
 
 	stop chan struct{}
@@ -174,6 +176,13 @@ func (r *results) finish(code int) error {
 			r.Binary.Bytes = st.Size()
 		}
 		r.Binary.Version = binaryVersion(pluginBin)
+	}
+	if stepBin != "" {
+		r.StepBinary.Path = stepBin
+		if st, err := os.Stat(stepBin); err == nil {
+			r.StepBinary.Bytes = st.Size()
+		}
+		r.StepBinary.Version = r.Binary.Version // built from the same tree; it has no -version
 	}
 	if p := envPath(envResults); p != "" {
 		if err := writeJSON(p, r); err != nil {

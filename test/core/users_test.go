@@ -17,6 +17,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
@@ -331,7 +332,7 @@ func TestAuditFixSameRules(t *testing.T) {
 
 		// The audit command has no policy flag: the Auditor with the Policy, as the command
 		// would build it.
-		cl, err := plugin.ClientsForConfig(c.AdminConfig)
+		cl, err := clientset.ForConfig(c.AdminConfig)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,6 +69,10 @@ func startEnv(c *cluster.Cluster, dir string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	stepBin, err := cluster.StepPluginBinary() // what install-plugin gives the controller
+	if err != nil {
+		return nil, err
+	}
 	cs, err := kubernetes.NewForConfig(c.AdminConfig)
 	if err != nil {
 		return nil, err
@@ -81,7 +85,7 @@ func startEnv(c *cluster.Cluster, dir string) (*env, error) {
 			return cluster.ServiceAccountKubeconfig(ctx, c, cs, ns, sa, c.Dir)
 		},
 	})
-	e.rollouts, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: bin})
+	e.rollouts, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: stepBin})
 	if err != nil {
 		e.stop()
 		return nil, err

@@ -82,7 +82,7 @@ func TestInstallImageUnderController(t *testing.T) {
 	// The host's image, its filesystem, and its entrypoint with the initContainer's args (the
 	// emptyDir's path substituted).
 	arch := runtime.GOARCH
-	img, err := build.Build(build.Options{Binary: binaries(t)[arch], Arch: arch, Version: version})
+	img, err := build.Build(build.Options{Binary: binaries(t)[arch], StepBinary: stepBinaries(t)[arch], Arch: arch, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}

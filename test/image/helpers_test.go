@@ -32,19 +32,36 @@ const (
 var archs = []string{"amd64", "arm64"}
 
 var (
-	binOnce sync.Once
-	bins    map[string]string
-	binErr  error
+	binOnce  sync.Once
+	bins     map[string]string
+	stepBins map[string]string
+	binErr   error
 )
 
 // binaries returns the static linux binaries of every arch, built as `make image` builds them
 // (cluster.BuildPluginCached: once per source tree, shared by the runs), by arch.
 func binaries(t *testing.T) map[string]string {
 	t.Helper()
+	buildBinaries(t)
+	return bins
+}
+
+// stepBinaries returns the step plugin's own static linux binaries, by arch, as binaries does.
+func stepBinaries(t *testing.T) map[string]string {
+	t.Helper()
+	buildBinaries(t)
+	return stepBins
+}
+
+func buildBinaries(t *testing.T) {
+	t.Helper()
 	binOnce.Do(func() {
-		bins = map[string]string{}
+		bins, stepBins = map[string]string{}, map[string]string{}
 		for _, a := range archs {
 			if bins[a], binErr = cluster.BuildPluginCached(cluster.PluginBuild{GOOS: "linux", GOARCH: a, Version: version}); binErr != nil {
+				return
+			}
+			if stepBins[a], binErr = cluster.BuildPluginCached(cluster.PluginBuild{GOOS: "linux", GOARCH: a, Version: version, Package: cluster.StepPluginPackage}); binErr != nil {
 				return
 			}
 		}
@@ -52,7 +69,6 @@ func binaries(t *testing.T) map[string]string {
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	return bins
 }
 func checkStatic(t *testing.T, bin, arch string) {
 	t.Helper()
@@ -179,4 +195,16 @@ func fileBytes(t *testing.T, p string) []byte {
 func extractImage(t *testing.T, img v1.Image, dir string) {
 	t.Helper()
 	extract(t, mutate.Extract(img), dir)
+}
+
+// exitCode is the exit status of a finished command's error (0 for nil, -1 when it did not run).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if err == nil {
+		return 0
+	}
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -42,13 +42,14 @@ var wantFS = map[string]struct {
 	mode     int64
 	uid, gid int
 }{
-	"configmap-attacher": {tar.TypeReg, 0o755, 0, 0},
-	"etc":                {tar.TypeDir, 0o755, 0, 0},
-	"etc/group":          {tar.TypeReg, 0o644, 0, 0},
-	"etc/passwd":         {tar.TypeReg, 0o644, 0, 0},
-	"home":               {tar.TypeDir, 0o755, 0, 0},
-	"home/nonroot":       {tar.TypeDir, 0o700, 65532, 65532},
-	"tmp":                {tar.TypeDir, 0o1777, 0, 0},
+	"configmap-attacher":      {tar.TypeReg, 0o755, 0, 0},
+	"configmap-attacher-step": {tar.TypeReg, 0o755, 0, 0},
+	"etc":                     {tar.TypeDir, 0o755, 0, 0},
+	"etc/group":               {tar.TypeReg, 0o644, 0, 0},
+	"etc/passwd":              {tar.TypeReg, 0o644, 0, 0},
+	"home":                    {tar.TypeDir, 0o755, 0, 0},
+	"home/nonroot":            {tar.TypeDir, 0o700, 65532, 65532},
+	"tmp":                     {tar.TypeDir, 0o1777, 0, 0},
 }
 
 const revision = "0123456789abcdef0123456789abcdef01234567"
@@ -68,14 +69,15 @@ func wantLabels() map[string]string {
 func TestImageIndex(t *testing.T) {
 	start := time.Now()
 	root := moduleRoot(t)
-	bins := binaries(t)
+	bins, steps := binaries(t), stepBinaries(t)
 	dir := t.TempDir()
 	var platforms []build.Platform
 	var binaryArgs []string
 	for _, a := range archs {
 		checkStatic(t, bins[a], a)
-		platforms = append(platforms, build.Platform{Arch: a, Binary: bins[a]})
-		binaryArgs = append(binaryArgs, "-binary", "linux/"+a+"="+bins[a])
+		checkStatic(t, steps[a], a)
+		platforms = append(platforms, build.Platform{Arch: a, Binary: bins[a], StepBinary: steps[a]})
+		binaryArgs = append(binaryArgs, "-binary", "linux/"+a+"="+bins[a], "-step-binary", "linux/"+a+"="+steps[a])
 	}
 
 	// Two builds in process, and one through the command (with SOURCE_DATE_EPOCH): one digest.
@@ -192,7 +194,7 @@ func TestImageIndex(t *testing.T) {
 		n, _ := layers[0].Size()
 		sizes = append(sizes, "linux/"+a+" "+d.Digest.String()+" "+strconv.FormatInt(n, 10)+" bytes compressed")
 		rootfs := filepath.Join(dir, "rootfs-"+a)
-		checkFilesystem(t, img, rootfs, a, bins[a])
+		checkFilesystem(t, img, rootfs, a, bins[a], steps[a])
 		if a == runtime.GOARCH && runtime.GOOS == "linux" {
 			runEntrypoint(t, rootfs)
 		}
@@ -254,7 +256,7 @@ func checkIndex(t *testing.T, idx v1.ImageIndex, bins map[string]string) {
 }
 
 // checkFilesystem extracts img under rootfs and checks every entry and the binary.
-func checkFilesystem(t *testing.T, img v1.Image, rootfs, arch, bin string) {
+func checkFilesystem(t *testing.T, img v1.Image, rootfs, arch, bin, step string) {
 	t.Helper()
 	files := extract(t, mutate.Extract(img), rootfs)
 	for n, w := range wantFS {
@@ -287,16 +289,19 @@ func checkFilesystem(t *testing.T, img v1.Image, rootfs, arch, bin string) {
 	if !hasLinePrefix(string(group), "nonroot:x:65532:") {
 		t.Errorf("linux/%s /etc/group has no nonroot 65532:\n%s", arch, group)
 	}
-	imgBin := filepath.Join(rootfs, "configmap-attacher")
-	if !bytes.Equal(fileBytes(t, bin), fileBytes(t, imgBin)) {
-		t.Errorf("linux/%s: /configmap-attacher in the image differs from the binary built", arch)
+	for n, built := range map[string]string{"configmap-attacher": bin, "configmap-attacher-step": step} {
+		imgBin := filepath.Join(rootfs, n)
+		if !bytes.Equal(fileBytes(t, built), fileBytes(t, imgBin)) {
+			t.Errorf("linux/%s: /%s in the image differs from the binary built", arch, n)
+		}
+		checkStatic(t, imgBin, arch)
 	}
-	checkStatic(t, imgBin, arch)
 }
 
 // runEntrypoint runs the image's entrypoint from the extracted filesystem as a container runtime
 // would (working directory /, an empty environment: in particular no ARGO_ROLLOUTS_RPC_PLUGIN):
-// -version, then install-plugin into a directory as the controller's initContainer does.
+// -version, then install-plugin into a directory as the controller's initContainer does: it
+// installs the step plugin alone, /configmap-attacher-step, as configmap-attacher.
 func runEntrypoint(t *testing.T, rootfs string) {
 	t.Helper()
 	entry := filepath.Join(rootfs, "configmap-attacher")
@@ -310,12 +315,17 @@ func runEntrypoint(t *testing.T, rootfs string) {
 		t.Fatalf("/configmap-attacher install-plugin %s: %v\n%s", dst, err, stderr)
 	}
 	installed := filepath.Join(dst, "configmap-attacher")
-	if !strings.HasPrefix(stdout, "installed "+installed+" (") {
+	step := filepath.Join(rootfs, "configmap-attacher-step")
+	if !strings.HasPrefix(stdout, "installed "+installed+" from "+step+" (") {
 		t.Errorf("install-plugin printed %q", stdout)
 	}
 	fi, err := os.Stat(installed)
-	if err != nil || fi.Mode() != 0o755 || !bytes.Equal(fileBytes(t, installed), fileBytes(t, entry)) {
-		t.Errorf("installed %s: %v %v, want a 0755 copy of the entrypoint", installed, fi, err)
+	if err != nil || fi.Mode() != 0o755 || !bytes.Equal(fileBytes(t, installed), fileBytes(t, step)) {
+		t.Errorf("installed %s: %v %v, want a 0755 copy of /configmap-attacher-step", installed, fi, err)
+	}
+	// Run by hand, the step plugin alone says what it is and exits 2.
+	if _, stderr, err := run(rootfs, step); exitCode(err) != 2 || !strings.Contains(stderr, "the step plugin alone") {
+		t.Errorf("/configmap-attacher-step without the controller: %v, stderr %q", err, stderr)
 	}
 	if _, stderr, err := run(rootfs, entry, "install-plugin", filepath.Join(dst, "missing")); err == nil ||
 		!strings.Contains(stderr, "does not exist") {
@@ -343,21 +353,32 @@ func TestBuildRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
-	for _, o := range []build.Options{
-		{Binary: bin, Arch: "386", Version: "v1"},
-		{Binary: bin, Arch: "amd64", Version: "v1"}, // not ELF
-		{Binary: self, Arch: other, Version: "v1"},  // wrong arch (or not linux)
-		{Binary: bin, Arch: "amd64"},
-		{Binary: bin + ".missing", Arch: "amd64", Version: "v1"},
+	// Each case is wrong in one way only (the others as in a good build), and must be refused for
+	// that reason: a check that failed on another field would pass by accident.
+	good := stepBinaries(t)[runtime.GOARCH]
+	for _, tc := range []struct {
+		o    build.Options
+		want string
+	}{
+		{build.Options{Binary: good, StepBinary: good, Arch: "386", Version: "v1"}, `arch "386"`},
+		{build.Options{Binary: bin, StepBinary: good, Arch: runtime.GOARCH, Version: "v1"}, "not a linux binary"},
+		{build.Options{Binary: self, StepBinary: good, Arch: other, Version: "v1"}, "built for"},
+		{build.Options{Binary: good, StepBinary: good, Arch: runtime.GOARCH}, "no version"},
+		{build.Options{Binary: bin + ".missing", StepBinary: good, Arch: runtime.GOARCH, Version: "v1"}, "no such file"},
+		{build.Options{Binary: good, Arch: runtime.GOARCH, Version: "v1"}, "no step binary"},
+		{build.Options{Binary: good, StepBinary: bin, Arch: runtime.GOARCH, Version: "v1"}, "not a linux binary"},
 	} {
-		if _, err := build.Build(o); err == nil {
-			t.Errorf("Build(%+v): no error", o)
+		if _, err := build.Build(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Build(%+v): %v, want an error with %q", tc.o, err, tc.want)
 		}
+	}
+	if _, err := build.Build(build.Options{Binary: good, StepBinary: good, Arch: runtime.GOARCH, Version: "v1"}); err != nil {
+		t.Errorf("the good build: %v", err)
 	}
 	for _, ps := range [][]build.Platform{
 		nil,
-		{{Arch: other, Binary: self}},
-		{{Arch: runtime.GOARCH, Binary: bin}, {Arch: runtime.GOARCH, Binary: bin}},
+		{{Arch: other, Binary: self, StepBinary: self}},
+		{{Arch: runtime.GOARCH, Binary: good, StepBinary: good}, {Arch: runtime.GOARCH, Binary: good, StepBinary: good}},
 	} {
 		if _, err := build.BuildIndex(build.Options{Version: "v1"}, ps); err == nil {
 			t.Errorf("BuildIndex(%+v): no error", ps)

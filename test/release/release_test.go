@@ -60,16 +60,18 @@ func TestReleaseReproducible(t *testing.T) {
 	sumsA, sumsB := readSums(t, filepath.Join(a, "dist")), readSums(t, filepath.Join(b, "dist"))
 	var platforms []build.Platform
 	for _, arch := range archs {
-		n := "configmap-attacher-linux-" + arch
-		if sumsA[n] == "" || sumsA[n] != sumsB[n] {
-			t.Errorf("%s: sha256 %q then %q: not reproducible", n, sumsA[n], sumsB[n])
-		}
-		for _, d := range []string{a, b} {
-			if got := fileSHA(t, filepath.Join(d, "dist", n)); got != sumsA[n] {
-				t.Errorf("%s/dist/%s: sha256 %s, checksums.txt says %s", d, n, got, sumsA[n])
+		full, step := "configmap-attacher-linux-"+arch, "configmap-attacher-step-linux-"+arch
+		for _, n := range []string{full, step} {
+			if sumsA[n] == "" || sumsA[n] != sumsB[n] {
+				t.Errorf("%s: sha256 %q then %q: not reproducible", n, sumsA[n], sumsB[n])
+			}
+			for _, d := range []string{a, b} {
+				if got := fileSHA(t, filepath.Join(d, "dist", n)); got != sumsA[n] {
+					t.Errorf("%s/dist/%s: sha256 %s, checksums.txt says %s", d, n, got, sumsA[n])
+				}
 			}
 		}
-		platforms = append(platforms, build.Platform{Arch: arch, Binary: filepath.Join(b, "dist", n)})
+		platforms = append(platforms, build.Platform{Arch: arch, Binary: filepath.Join(b, "dist", full), StepBinary: filepath.Join(b, "dist", step)})
 	}
 	digestA := strings.TrimSpace(readFile(t, filepath.Join(a, "dist", "configmap-attacher-image.oci.digest")))
 	n, _ := strconv.ParseInt(epoch, 10, 64)
@@ -86,11 +88,12 @@ func TestReleaseReproducible(t *testing.T) {
 	}
 
 	checkInstallMD(t, readFile(t, filepath.Join(a, "dist", "install.md")), sumsA, digestA)
-	t.Logf("linux/amd64 %s, linux/arm64 %s, index %s", sumsA["configmap-attacher-linux-amd64"], sumsA["configmap-attacher-linux-arm64"], digestA)
+	t.Logf("linux/amd64 %s (step %s), linux/arm64 %s (step %s), index %s", sumsA["configmap-attacher-linux-amd64"], sumsA["configmap-attacher-step-linux-amd64"],
+		sumsA["configmap-attacher-linux-arm64"], sumsA["configmap-attacher-step-linux-arm64"], digestA)
 }
 
 // checkInstallMD checks every YAML block of install.md: the stepPlugins entries carry each
-// linux binary's real sha256 and its download URL, and the chart values install the image by
+// linux step-plugin binary's real sha256 and its download URL, and the chart values install the image by
 // digest with install-plugin and a file:// location into the shared volume.
 func checkInstallMD(t *testing.T, md string, sums map[string]string, digest string) {
 	t.Helper()
@@ -154,7 +157,7 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 		}
 	}
 	for _, arch := range archs {
-		if n := "configmap-attacher-linux-" + arch; !seen[n] {
+		if n := "configmap-attacher-step-linux-" + arch; !seen[n] {
 			t.Errorf("install.md: no argo-rollouts-config entry for %s", n)
 		}
 	}

@@ -25,11 +25,16 @@ var (
 	shared    *env
 	sharedErr error
 	pluginBin string
+	// stepBin is the step plugin's own binary, the one install-plugin gives the controller.
+	stepBin   string
 	pluginErr error
 )
 
 func TestMain(m *testing.M) {
 	pluginBin, pluginErr = cluster.PluginBinary()
+	if pluginErr == nil {
+		stepBin, pluginErr = cluster.StepPluginBinary()
+	}
 	if pluginErr != nil {
 		fmt.Fprintln(os.Stderr, "test/rollouts:", pluginErr)
 	}
@@ -55,7 +60,7 @@ func startEnv(c *cluster.Cluster, version string) (*env, error) {
 		return nil, err
 	}
 	e := &env{c: c, kubelet: cluster.StartFakeKubelet(cs), plugin: pluginBin}
-	e.ctl, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: version, PluginBinary: pluginBin,
+	e.ctl, err = cluster.StartRolloutsController(c, cluster.RolloutsControllerOptions{Version: version, PluginBinary: stepBin,
 		PluginArgs: []string{"--log-level", "debug"}})
 	if err != nil {
 		e.kubelet.Stop()

@@ -30,6 +30,9 @@ import (
 const (
 	// BinaryPath is where the binary is in the image, and the entrypoint.
 	BinaryPath = "/configmap-attacher"
+	// StepBinaryPath is the step plugin alone (plugin/cmd/step-plugin), which install-plugin
+	// copies for the Argo Rollouts controller instead of the full binary.
+	StepBinaryPath = "/configmap-attacher-step"
 	// UID and GID of the nonroot user the image runs as (distroless's nonroot).
 	UID = 65532
 	GID = 65532
@@ -43,7 +46,7 @@ const (
 	// empty (an SPDX expression).
 	DefaultLicenses = "Apache-2.0"
 	// Description is the org.opencontainers.image.description label.
-	Description = "Argo Rollouts step plugin, command line (Job), controller and plugin installer (install-plugin DIR) in one static binary"
+	Description = "Argo Rollouts step plugin, command line (Job), controller and plugin installer (install-plugin DIR): one static binary, and the step plugin alone beside it"
 )
 
 // Passwd and Group are the image's /etc/passwd and /etc/group.
@@ -58,6 +61,9 @@ const (
 type Options struct {
 	// Binary is the path of the static (CGO_ENABLED=0) linux binary.
 	Binary string
+	// StepBinary is the path of the step plugin's own static linux binary (required: it is
+	// what install-plugin gives the Rollouts controller).
+	StepBinary string
 	// Arch is the GOARCH the binary was built for: amd64 or arm64.
 	Arch string
 	// Version is the org.opencontainers.image.version label.
@@ -102,6 +108,9 @@ func Build(o Options) (v1.Image, error) {
 	}
 	created := o.created()
 	labels := o.Labels()
+	if o.StepBinary == "" {
+		return nil, fmt.Errorf("no step binary: build ./plugin/cmd/step-plugin for linux/%s and pass it", o.Arch)
+	}
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
 		return nil, err
@@ -109,10 +118,17 @@ func Build(o Options) (v1.Image, error) {
 	if err := checkStatic(bin, machine); err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Binary, err)
 	}
+	step, err := os.ReadFile(o.StepBinary)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStatic(step, machine); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.StepBinary, err)
+	}
 
 	// Compressed once, here (the go-containerregistry layer would compress again for the
 	// digest and for every write); gzip's header carries no name and a zero mtime.
-	layerTar, err := rootfs(bin, created)
+	layerTar, err := rootfs(bin, step, created)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +172,7 @@ func Build(o Options) (v1.Image, error) {
 		MediaType: types.OCILayer,
 		History: v1.History{
 			Created:   v1.Time{Time: created},
-			CreatedBy: "hack/image: " + BinaryPath + ", /etc/passwd, /etc/group, /tmp",
+			CreatedBy: "hack/image: " + BinaryPath + ", " + StepBinaryPath + ", /etc/passwd, /etc/group, /tmp",
 			Comment:   "configmap-attacher " + o.Version,
 		},
 	})
@@ -196,10 +212,11 @@ func (o Options) Labels() map[string]string {
 	return l
 }
 
-// Platform is one image of an index: a static binary built for linux/Arch.
+// Platform is one image of an index: the static binaries built for linux/Arch.
 type Platform struct {
-	Arch   string // amd64 or arm64
-	Binary string
+	Arch       string // amd64 or arm64
+	Binary     string
+	StepBinary string
 }
 
 // BuildIndex returns an OCI image index holding one image per platform (each built by Build
@@ -217,7 +234,7 @@ func BuildIndex(o Options, platforms []Platform) (v1.ImageIndex, error) {
 		}
 		seen[p.Arch] = true
 		po := o
-		po.Arch, po.Binary = p.Arch, p.Binary
+		po.Arch, po.Binary, po.StepBinary = p.Arch, p.Binary, p.StepBinary
 		img, err := Build(po)
 		if err != nil {
 			return nil, fmt.Errorf("linux/%s: %w", p.Arch, err)
@@ -256,7 +273,7 @@ func checkStatic(bin []byte, machine elf.Machine) error {
 }
 
 // rootfs is the layer's uncompressed tar.
-func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
+func rootfs(bin, step []byte, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	entries := []struct {
@@ -273,6 +290,7 @@ func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
 		{name: "home/nonroot/", mode: 0o700, uid: UID, gid: GID, dir: true},
 		{name: "tmp/", mode: 0o1777, dir: true},
 		{name: BinaryPath[1:], mode: 0o755, data: bin},
+		{name: StepBinaryPath[1:], mode: 0o755, data: step},
 	}
 	for _, e := range entries {
 		h := &tar.Header{

@@ -19,31 +19,68 @@ import (
 // a full run builds the binary once. A relative path is relative to RepoRoot().
 const EnvPluginBinary = "CMA_PLUGIN_BINARY"
 
+// EnvStepPluginBinary names a prebuilt step-plugin binary (bin/configmap-attacher-step of
+// `make build`), as EnvPluginBinary does for the full one.
+const EnvStepPluginBinary = "CMA_STEP_PLUGIN_BINARY"
+
+// StepPluginPackage is the step plugin's own main package: the binary the image ships as
+// /configmap-attacher-step and install-plugin copies for the Rollouts controller.
+const StepPluginPackage = "./plugin/cmd/step-plugin"
+
 // PluginBuild says which configmap-attacher binary to build. The zero value is the binary of
 // `make build` (static, -trimpath, stripped) for this machine, with the default version.
 type PluginBuild struct {
 	GOOS, GOARCH string // empty: runtime.GOOS, runtime.GOARCH
 	Version      string // plugin.Version (-X); empty: the source's default ("dev")
+	// Package is the main package: "" the full binary (the module root), StepPluginPackage
+	// the step plugin alone.
+	Package string
+}
+
+func (b PluginBuild) pkg() string {
+	if b.Package == "" {
+		return "."
+	}
+	return b.Package
+}
+
+// binaryName is the file name the build writes: the image's name for it.
+func (b PluginBuild) binaryName() string {
+	if b.Package == StepPluginPackage {
+		return "configmap-attacher-step"
+	}
+	return "configmap-attacher"
 }
 
 // PluginBinary returns the configmap-attacher binary the tests run as the Rollouts
 // controller's step plugin, the controller mode, the Job and the command line: $CMA_PLUGIN_BINARY
 // when set, else BuildPluginCached(PluginBuild{}).
 func PluginBinary() (string, error) {
-	if p := os.Getenv(EnvPluginBinary); p != "" {
+	return prebuiltOr(EnvPluginBinary, PluginBuild{})
+}
+
+// StepPluginBinary returns the step plugin's own binary, the one the image's install-plugin
+// puts where the Rollouts controller runs it: $CMA_STEP_PLUGIN_BINARY when set, else
+// BuildPluginCached(PluginBuild{Package: StepPluginPackage}).
+func StepPluginBinary() (string, error) {
+	return prebuiltOr(EnvStepPluginBinary, PluginBuild{Package: StepPluginPackage})
+}
+
+func prebuiltOr(env string, b PluginBuild) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(RepoRoot(), p)
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", EnvPluginBinary, err)
+			return "", fmt.Errorf("%s: %w", env, err)
 		}
 		if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("%s=%s: not an executable", EnvPluginBinary, p)
+			return "", fmt.Errorf("%s=%s: not an executable", env, p)
 		}
 		return p, nil
 	}
-	return BuildPluginCached(PluginBuild{})
+	return BuildPluginCached(b)
 }
 
 var (
@@ -78,7 +115,7 @@ func BuildPluginCached(b PluginBuild) (string, error) {
 	}
 	cache := filepath.Join(root, "bin", "test-binaries")
 	dir := filepath.Join(cache, key)
-	out := filepath.Join(dir, "configmap-attacher")
+	out := filepath.Join(dir, b.binaryName())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -94,7 +131,7 @@ func BuildPluginCached(b PluginBuild) (string, error) {
 			ldflags += " -X github.com/configmap-attacher/configmap-attacher/plugin.Version=" + b.Version
 		}
 		tmp := out + ".tmp"
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", tmp, ".")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", tmp, b.pkg())
 		cmd.Dir, cmd.Env = root, env
 		if o, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("go build %s/%s: %v\n%s", b.GOOS, b.GOARCH, err, o)
@@ -116,7 +153,7 @@ func BuildPluginCached(b PluginBuild) (string, error) {
 // imports (as go list -deps sees them for the target platform).
 func sourceKey(root string, env []string, b PluginBuild) (string, error) {
 	cmd := exec.Command("go", "list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{"\n"}}{{end}}{{end}}`, ".")
+		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{"\n"}}{{end}}{{end}}`, b.pkg())
 	cmd.Dir, cmd.Env = root, env
 	list, err := cmd.Output()
 	if err != nil {

@@ -41,6 +41,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
@@ -79,7 +80,7 @@ func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string
 func CountedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
 	cfg = counter.Wrap(cfg)
 	return &cmd.Audit{
-		NewClients: func(plugin.ClientOptions) (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
+		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) { return clientset.ForConfig(cfg) },
 	}
 }
 

@@ -1,4 +1,4 @@
-package cmd
+package stepplugin
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 func parseStepArgs(args []string, stderr io.Writer) (stepPluginOptions, error) {
-	return (&StepPlugin{Stderr: stderr}).parse(args)
+	return (&Command{Stderr: stderr}).parse(args)
 }
 
 func TestStepPluginArgs(t *testing.T) {

@@ -1,4 +1,8 @@
-package cmd
+// Package stepplugin is the step plugin's command: the args the Argo Rollouts controller
+// passes (stepPlugins[].args in argo-rollouts-config), then serving step.Step over go-plugin.
+// It imports no other command, so the step plugin's own binary (plugin/cmd/step-plugin) links
+// only the step.
+package stepplugin
 
 import (
 	"flag"
@@ -9,15 +13,16 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 	"github.com/configmap-attacher/configmap-attacher/plugin/step"
 	"github.com/configmap-attacher/configmap-attacher/rpc"
 )
 
-// StepPlugin is the step plugin as the Argo Rollouts controller starts it
+// Command is the step plugin as the Argo Rollouts controller starts it
 // (ARGO_ROLLOUTS_RPC_PLUGIN=step): it reads the plugin's args from argo-rollouts-config
 // (stepPlugins[].args), then serves step.Step over go-plugin (rpc.Serve) until the
 // controller stops it.
-type StepPlugin struct {
+type Command struct {
 	// Stderr must be the process's original standard error: go-plugin swaps os.Stderr for a
 	// pipe nobody reads once it serves, so the logger is bound to the real file first.
 	Stderr io.Writer
@@ -35,23 +40,23 @@ type stepPluginOptions struct {
 	Policy plugin.Policy
 
 	qps   float64
-	optIn *selectorFlag
+	optIn *cli.SelectorFlag
 }
 
 const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-attacher as a step plugin with the args of\n" +
 	"stepPlugins[].args in argo-rollouts-config, e.g. [\"--log-level\", \"debug\", \"--require-opt-in\"].\n\nFlags:\n"
 
 // FlagSet returns a fresh flag set with every flag of the step plugin, writing to Stderr.
-func (c *StepPlugin) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{}) }
+func (c *Command) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{}) }
 
-func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
-	o.optIn = newSelector(plugin.OptInLabel + "=true")
+func (c *Command) flags(o *stepPluginOptions) *flag.FlagSet {
+	o.optIn = cli.NewSelector(plugin.OptInLabel + "=true")
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	kubeconfigFlag(fs, &o.Client.Kubeconfig)
+	cli.KubeconfigFlag(fs, &o.Client.Kubeconfig)
 	fs.Float64Var(&o.qps, "qps", plugin.DefaultQPS, "client-side queries per second to the apiserver")
 	fs.IntVar(&o.Client.Burst, "burst", plugin.DefaultBurst, "client-side burst of requests to the apiserver")
-	logFlags(fs, &o.LogLevel, &o.LogFormat)
+	cli.LogFlags(fs, &o.LogLevel, &o.LogFormat)
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
 	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
 	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects")
@@ -65,10 +70,10 @@ func (c *StepPlugin) flags(o *stepPluginOptions) *flag.FlagSet {
 // parse reads and validates the plugin's args. It reports every problem at once: first those
 // the flag package finds, in the order of the args (parsing goes on after each), then the
 // values, in flag order.
-func (c *StepPlugin) parse(args []string) (stepPluginOptions, error) {
+func (c *Command) parse(args []string) (stepPluginOptions, error) {
 	var o stepPluginOptions
 	fs := c.flags(&o)
-	problems, help := collectParse(fs, args)
+	problems, help := cli.CollectParse(fs, args)
 	for i, p := range problems {
 		if strings.HasPrefix(p, "-") && !strings.HasPrefix(p, "--") {
 			problems[i] = "-" + p // plugin args are written --name in argo-rollouts-config
@@ -103,7 +108,7 @@ func (o *stepPluginOptions) validate() []string {
 			problems = append(problems, fmt.Sprintf("%s %v: must be positive", p.name, p.v))
 		}
 	}
-	problems = append(problems, loggerProblems(logrus.New(), o.LogLevel, o.LogFormat)...)
+	problems = append(problems, cli.LoggerProblems(logrus.New(), o.LogLevel, o.LogFormat)...)
 	if o.Concurrency <= 0 {
 		problems = append(problems, fmt.Sprintf("--concurrency %v: must be positive", o.Concurrency))
 	}
@@ -114,17 +119,17 @@ func (o *stepPluginOptions) validate() []string {
 
 // Main reads the args and serves until the controller stops the plugin; it returns 2 for bad
 // args (the reason on Stderr, which the controller logs) and 0 after serving.
-func (c *StepPlugin) Main(args []string) int {
+func (c *Command) Main(args []string) int {
 	log := logrus.New()
 	log.SetOutput(c.Stderr)
 	o, err := c.parse(args)
 	if err != nil {
 		log.Error(err)
-		return ExitUsage
+		return cli.ExitUsage
 	}
-	if err := ConfigureLogger(log, o.LogLevel, o.LogFormat); err != nil { // validated: cannot fail
+	if err := cli.ConfigureLogger(log, o.LogLevel, o.LogFormat); err != nil { // validated: cannot fail
 		log.Error(err)
-		return ExitUsage
+		return cli.ExitUsage
 	}
 	log.SetFormatter(rpc.LogFormatter(o.LogFormat))
 	entry := log.WithField("plugin", "configmap-attacher")
@@ -134,5 +139,5 @@ func (c *StepPlugin) Main(args []string) int {
 	s := &step.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
 	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String()}).Info("policy")
 	rpc.Serve(s)
-	return ExitOK
+	return cli.ExitOK
 }

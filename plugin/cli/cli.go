@@ -1,0 +1,162 @@
+// Package cli is the flag skeleton every command shares, the step plugin's included: the
+// exit codes, parsing that reports every bad flag at once (CollectParse), the label-selector
+// flag, -kubeconfig and the log flags. It imports only the flag package, logrus and the core,
+// so the step plugin's binary can use it without linking the other commands.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+)
+
+// Exit codes shared by every command.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// ConfigureLogger sets the level and format of a logger.
+func ConfigureLogger(log *logrus.Logger, level, format string) error {
+	lvl, err := logrus.ParseLevel(level)
+	if err != nil {
+		return fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	log.SetLevel(lvl)
+	switch format {
+	case "text", "":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, DisableColors: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return fmt.Errorf("log format %q: use text or json", format)
+	}
+	return nil
+}
+
+// KubeconfigFlag registers -kubeconfig, the same for every command that talks to the apiserver.
+func KubeconfigFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "kubeconfig", "", "kubeconfig path (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+}
+
+// LogFlags registers -log-level and -log-format with the defaults of the long-running modes
+// (audit, a report on stdout, has its own quieter -log-level and no -log-format).
+func LogFlags(fs *flag.FlagSet, level, format *string) {
+	fs.StringVar(level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(format, "log-format", "text", "log format: text or json")
+}
+
+// LoggerProblems configures log from -log-level and -log-format and returns their problems.
+func LoggerProblems(log *logrus.Logger, level, format string) []string {
+	var problems []string
+	if err := ConfigureLogger(log, level, "text"); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := ConfigureLogger(log, "info", format); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) == 0 {
+		_ = ConfigureLogger(log, level, format)
+	}
+	return problems
+}
+
+// CollectParse parses args, going on after each problem the flag package finds (in the order
+// of the args), so that every bad flag is reported at once. A value the flag package rejects
+// leaves the flag as it was, so that it is reported once, here, and not again by validate.
+func CollectParse(fs *flag.FlagSet, args []string) (problems []string, help bool) {
+	fs.SetOutput(io.Discard) // each problem once, by the caller
+	fs.VisitAll(func(f *flag.Flag) { f.Value = keepOnError{f.Value} })
+	rest := args
+	for {
+		err := fs.Parse(rest)
+		if err == nil {
+			return problems, help
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			help = true
+		} else {
+			problems = append(problems, flagProblem(err))
+		}
+		if next := fs.Args(); len(next) < len(rest) {
+			rest = next
+		} else {
+			rest = rest[1:] // a bad flag syntax is not consumed by the flag package
+		}
+	}
+}
+
+// invalidValue is how the flag package words a value its Set refused.
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag (-[^:]+): (.*)$`)
+
+// flagProblem words a parse error as every other problem is worded: "-flag "value": why".
+func flagProblem(err error) string {
+	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("%s %s: %s", m[2], m[1], m[3])
+	}
+	return err.Error()
+}
+
+// keepOnError is a flag.Value that keeps its value when Set fails.
+type keepOnError struct{ flag.Value }
+
+func (v keepOnError) Set(s string) error {
+	before := v.String()
+	err := v.Value.Set(s)
+	if err != nil {
+		_ = v.Value.Set(before)
+	}
+	return err
+}
+
+// IsBoolFlag keeps boolean flags usable without a value (-require-opt-in).
+func (v keepOnError) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// SelectorFlag is every command's label-selector flag: it parses the value and refuses a
+// selector that requires nothing an object must carry (plugin.Positive), with one wording.
+type SelectorFlag struct {
+	Given
+	sel labels.Selector
+}
+
+// Given is a flag value as the user wrote it (its String, which -help shows as the default).
+type Given struct{ Raw string }
+
+func (g Given) String() string { return g.Raw }
+
+// NewSelector is a selector flag with a default ("" for none).
+func NewSelector(def string) *SelectorFlag {
+	f := &SelectorFlag{}
+	if def != "" {
+		if err := f.Set(def); err != nil {
+			panic(err) // a default is a constant
+		}
+	}
+	return f
+}
+
+func (f *SelectorFlag) Set(v string) error {
+	sel, err := labels.Parse(v)
+	if err != nil {
+		return err
+	}
+	if !plugin.Positive(sel) {
+		return errors.New(plugin.NotPositive)
+	}
+	f.Raw, f.sel = v, sel
+	return nil
+}
+
+// Selector is the parsed selector (nil when the flag has no value).
+func (f *SelectorFlag) Selector() labels.Selector { return f.sel }
