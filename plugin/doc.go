@@ -10,12 +10,16 @@
 //   - rules.go: which objects a run considers and what each gets: the rule table of an
 //     explicit list, discovery, and planWrites, the rules every candidate goes through.
 //   - users.go: who uses an object in its namespace (every user counts: NamespaceUsage,
-//     UserView); refs.go: which objects a pod template uses.
+//     UserView); refs.go: which objects a pod template uses (kubelet.go: the kubelet's
+//     walkers, copied so the step does not link k8s.io/kubernetes).
 //   - policy.go: the opt-in label and selector, positivity, the credentials rule.
 //   - ownership.go: the pure ownership rules: the patch body, missing owners, which
 //     ReplicaSets may own, the gaps audit reports.
 //   - workload.go: a workload and its ReplicaSets: selector, controller, spec.workloadRef,
-//     the new ReplicaSet, history order.
+//     the target by pod-template hash, history order (argo-rollouts' FindNewReplicaSet is
+//     package newrs's: it links k8s.io/kubernetes).
+//   - kube.go: Kube, the core's typed requests, over three REST clients (the step links no
+//     typed clientset; package clientset serves Kube from one).
 //   - api.go: the only file that sends requests: the Attacher, every list, get and patch, and
 //     call, the deadline-and-retry wrapper each of them goes through.
 //   - write.go: the write of a plan: one patch per object, its checks and its outcome.

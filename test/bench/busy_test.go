@@ -42,7 +42,7 @@ const busyReplicaSets = busyDeployments * busyRevisions
 // checked after), timed from the caller, the variants interleaved step by step as in
 // latencyLeaf: floor (the patches alone), floor+users (the step's reads of the namespace's
 // users, concurrently as the step sends them, then the patches: floorUsers), inprocess
-// (step.Step as cmd.StepPlugin builds it) and plugin-rpc (the built binary through go-plugin,
+// (step.Step as stepplugin.Command builds it) and plugin-rpc (the built binary through go-plugin,
 // default client limits, never throttled while timed).
 //
 // Each leaf also reports, untimed: the API requests of one step (test/support/cluster's counting

@@ -480,7 +480,7 @@ func discardLogger() *logrus.Logger {
 	return l
 }
 
-// inProcessStep is step.Step built as cmd.StepPlugin builds it (info logging, events on the
+// inProcessStep is step.Step built as stepplugin.Command builds it (info logging, events on the
 // Rollout), on cfg, without the process boundary. events=false leaves the events out.
 func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *step.Step {
 	cl, err := plugin.ClientsForConfig(cfg)
@@ -491,7 +491,7 @@ func inProcessStep(b testing.TB, cfg *rest.Config, events bool) *step.Step {
 	log := discardLogger().WithField("plugin", "configmap-attacher")
 	s := &step.Step{Client: client, Log: log, Concurrency: 8}
 	if events {
-		// As cmd.StepPlugin builds it: the Event is queued and sent in the background.
+		// As stepplugin.Command builds it: the Event is queued and sent in the background.
 		s.Events = plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: log}, 64, log)
 	}
 	return s

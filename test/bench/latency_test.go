@@ -34,7 +34,7 @@ const (
 	vFloorCached = "floor+cachedlist"   // + the list served from the watch cache as is (resourceVersion "0")
 	vFloorUsers  = "floor+users"        // the step's reads of the namespace's users (floorUsers), then the patches
 	vInProcNoEv  = "inprocess-noevents" // step.Step in the test process, no Event
-	vInProc      = "inprocess"          // step.Step in the test process, as cmd.StepPlugin builds it
+	vInProc      = "inprocess"          // step.Step in the test process, as stepplugin.Command builds it
 	vPluginRPC   = "plugin-rpc"         // the built binary through go-plugin, as the controller calls it
 	modeFresh    = "fresh"
 	modeIdempot  = "idempotent"

@@ -22,7 +22,7 @@ import (
 const requestSteps = 3
 
 // BenchmarkAPIRequests counts the API requests of one step with test/support/cluster's counting
-// transport around an in-process step.Step built as cmd.StepPlugin builds it (events on the
+// transport around an in-process step.Step built as stepplugin.Command builds it (events on the
 // Rollout included), on the plugin's identity. The child process's requests cannot be
 // wrapped; the code path is the same. Counts do not depend on client-side limits.
 //
