@@ -17,8 +17,8 @@ import (
 )
 
 // Kube is every typed request of the core: the lists whose pod templates and controllers
-// count (ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, Pods) and the creation of an
-// Event. ConfigMaps and Secrets go through the metadata client instead.
+// count (ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, Pods), the read of one
+// ReplicaSet, and the creation of an Event. ConfigMaps and Secrets go through the metadata client instead.
 //
 // It is this narrow so that the step plugin, a process that lives inside the Rollouts
 // controller's pod, does not link client-go's typed clientset (every group's client and
@@ -27,6 +27,9 @@ import (
 // clientset anyway (the command line, audit, the controller, and the tests' client-go fakes)
 // pass it through clientset.Typed.
 type Kube interface {
+	// GetReplicaSet is the live confirmation of a new owner (needs get; else the core lists
+	// by name).
+	GetReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error)
 	ListReplicaSets(ctx context.Context, ns string, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error)
 	ListStatefulSets(ctx context.Context, ns string, opts metav1.ListOptions) (*appsv1.StatefulSetList, error)
 	ListDaemonSets(ctx context.Context, ns string, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
@@ -97,6 +100,14 @@ func list[T runtime.Object](ctx context.Context, c rest.Interface, ns, resource 
 		return zero, err
 	}
 	return into, nil
+}
+
+func (k *restKube) GetReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
+	out := &appsv1.ReplicaSet{}
+	if err := k.apps.Get().Namespace(ns).Resource("replicasets").Name(name).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (k *restKube) ListReplicaSets(ctx context.Context, ns string, o metav1.ListOptions) (*appsv1.ReplicaSetList, error) {

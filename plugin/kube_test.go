@@ -37,6 +37,10 @@ func TestNewKubeRequests(t *testing.T) {
 		if strings.HasPrefix(r.URL.Path, "/apis/") {
 			gv = parts[2] + "/" + parts[3]
 		}
+		if len(parts) == 8 && parts[6] == "replicasets" { // GET of one: /apis/apps/v1/namespaces/ns/replicasets/NAME
+			_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": map[string]any{"name": parts[7], "namespace": "ns"}})
+			return
+		}
 		kind := map[string]string{"replicasets": "ReplicaSetList", "statefulsets": "StatefulSetList", "daemonsets": "DaemonSetList",
 			"jobs": "JobList", "cronjobs": "CronJobList", "pods": "PodList"}[resource]
 		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": gv, "kind": kind, "metadata": map[string]any{"resourceVersion": "7"},
@@ -69,6 +73,10 @@ func TestNewKubeRequests(t *testing.T) {
 	check("cronjobs", first(cj.Items, func(i int) string { return cj.Items[i].Name }), err)
 	ps, err := k.ListPods(ctx, "ns", sel)
 	check("pods", first(ps.Items, func(i int) string { return ps.Items[i].Name }), err)
+	one, err := k.GetReplicaSet(ctx, "ns", "web-1")
+	if err != nil || one.Name != "web-1" {
+		t.Errorf("GetReplicaSet = %+v, %v", one, err)
+	}
 	ev, err := k.CreateEvent(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.1", Namespace: "ns"}, Reason: "Attached"})
 	if err != nil || ev.Name != "web.1" || ev.Reason != "Attached" {
 		t.Errorf("CreateEvent = %+v, %v", ev, err)
@@ -85,6 +93,7 @@ func TestNewKubeRequests(t *testing.T) {
 		"GET /apis/batch/v1/namespaces/ns/jobs?",
 		"GET /apis/batch/v1/namespaces/ns/cronjobs?",
 		"GET /api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dx",
+		"GET /apis/apps/v1/namespaces/ns/replicasets/web-1?",
 		"POST /api/v1/namespaces/ns/events?",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -71,6 +71,10 @@ func Typed(k kubernetes.Interface) plugin.Kube {
 
 type typed struct{ k kubernetes.Interface }
 
+func (t typed) GetReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
+	return t.k.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
 func (t typed) ListReplicaSets(ctx context.Context, ns string, o metav1.ListOptions) (*appsv1.ReplicaSetList, error) {
 	return t.k.AppsV1().ReplicaSets(ns).List(ctx, o)
 }

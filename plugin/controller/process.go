@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,17 +57,42 @@ type ProcessConfig struct {
 	Served  func(cfg *rest.Config) (Served, error)
 }
 
+// MemoryLimitEnv carries the container's memory limit in bytes (the downward API's
+// resourceFieldRef limits.memory, as the chart and examples/controller.yaml set it).
+const MemoryLimitEnv = "CONFIGMAP_ATTACHER_MEMORY_LIMIT"
+
+// SoftLimitShare is the share of the container's memory limit that becomes Go's soft memory
+// limit: the rest is headroom for what the Go runtime does not count (the binary's mapped
+// pages, about 38 MiB here, thread stacks, fragmentation) before the kernel's OOM killer acts.
+const SoftLimitShare = 0.8
+
+// SoftMemoryLimit is Go's soft memory limit for a container limit given in MemoryLimitEnv:
+// SoftLimitShare of it, and false when GOMEMLIMIT is set (the user's own choice wins) or the
+// variable is unset or not a positive number of bytes.
+func SoftMemoryLimit(getenv func(string) string) (int64, bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(getenv(MemoryLimitEnv), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return int64(float64(n) * SoftLimitShare), true
+}
+
 // TuneProcess sets what a long-running controller process wants of the Go runtime and
 // client-go, before any client is built.
 func TuneProcess() {
+	if limit, ok := SoftMemoryLimit(os.Getenv); ok {
+		debug.SetMemoryLimit(limit)
+	}
 	// Informers stream their initial state (watch-list, served by kube-apiserver ≥ 1.32 and
 	// falling back to a LIST elsewhere) instead of receiving one LIST response that holds every
 	// ReplicaSet and Secret at once: that response, not the trimmed cache, was the peak memory.
 	clientfeatures.ReplaceFeatureGates(watchListGates{clientfeatures.FeatureGates()})
 	if os.Getenv("GOGC") == "" {
 		// A cache that is mostly idle: trade a little GC work for a heap of 1.5× the live data
-		// instead of 2× (GOGC overrides; GOMEMLIMIT, set from the container's limit in
-		// examples/controller.yaml, bounds it further).
+		// instead of 2× (GOGC overrides; the soft memory limit above bounds it further).
 		debug.SetGCPercent(50)
 	}
 }

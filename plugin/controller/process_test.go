@@ -45,3 +45,25 @@ func TestReadyzHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftMemoryLimit: 80 % of the container's limit, the user's GOMEMLIMIT winning, nothing
+// for a missing or nonsensical limit (the downward API gives bytes).
+func TestSoftMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+		ok   bool
+	}{
+		{map[string]string{MemoryLimitEnv: "234881024"}, 187904819, true}, // 224Mi
+		{map[string]string{MemoryLimitEnv: "234881024", "GOMEMLIMIT": "100MiB"}, 0, false},
+		{map[string]string{}, 0, false},
+		{map[string]string{MemoryLimitEnv: "224Mi"}, 0, false},
+		{map[string]string{MemoryLimitEnv: "0"}, 0, false},
+		{map[string]string{MemoryLimitEnv: "-5"}, 0, false},
+	} {
+		got, ok := SoftMemoryLimit(func(k string) string { return tc.env[k] })
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("SoftMemoryLimit(%v) = %d, %v; want %d, %v", tc.env, got, ok, tc.want, tc.ok)
+		}
+	}
+}

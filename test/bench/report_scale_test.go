@@ -203,7 +203,7 @@ func chartValuesBlock(md scaleModel) string {
 # + %.2f KiB per ReplicaSet (with its 2 opted-in objects) + %.2f KiB per other ConfigMap or
 # Secret; peaks (first full reconcile) %.2f× that. The request is the model at %d ReplicaSets
 # (and %.0f other objects each), the limit its peak at %d; for a larger cluster use the model.
-# A memory limit also sets GOMEMLIMIT (Go's soft limit) to it.
+# A memory limit also sets Go's soft limit (GOMEMLIMIT) to 80 %% of it.
 resources:
   requests:
     cpu: 20m
@@ -215,7 +215,7 @@ resources:
 
 func readmeRow(md scaleModel) string {
 	req, lim := md.chartResources()
-	return fmt.Sprintf("| `resources` | requests 20m / %dMi, limit %dMi | the capacity model of [docs/controller.md](../../docs/controller.md#capacity): %.0f MiB at %d ReplicaSets, %.0f MiB peak at %d; ≈ %.0f MiB + %.1f KiB per ReplicaSet + %.2f KiB per other ConfigMap or Secret; a memory limit also sets `GOMEMLIMIT` to it |",
+	return fmt.Sprintf("| `resources` | requests 20m / %dMi, limit %dMi | the capacity model of [docs/controller.md](../../docs/controller.md#capacity): %.0f MiB at %d ReplicaSets, %.0f MiB peak at %d; ≈ %.0f MiB + %.1f KiB per ReplicaSet + %.2f KiB per other ConfigMap or Secret; a memory limit also sets Go's soft limit to 80 %% of it |",
 		req, lim, md.predictCluster(sizingAt), sizingAt, md.predictCluster(2*sizingAt)*md.PeakRatio, 2*sizingAt, md.BaseMiB, md.PerRSKiB, md.PerUnrelatedKiB)
 }
 

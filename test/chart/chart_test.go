@@ -134,6 +134,8 @@ var controllerRules = sortedUnion([]string{
 	"/events:create", "/events:patch",
 	"/secrets:list", "/secrets:patch", "/secrets:watch",
 	"apps/replicasets:list", "apps/replicasets:watch",
+	// The live confirmation of new owners (GETs, metadata only).
+	"apps/replicasets:get", "apps/deployments:get", "argoproj.io/rollouts:get", "argoproj.io/experiments:get",
 	// Every user counts: the workloads and the pod templates that cannot own.
 	"/pods:list", "/pods:watch",
 	"apps/daemonsets:list", "apps/daemonsets:watch", "apps/deployments:list", "apps/deployments:watch",
@@ -170,10 +172,14 @@ var combos = []struct {
 		}
 		args := containerArgs(t, objs)
 		for _, want := range []string{"controller", "-leader-elect=true", "-leader-election-namespace=" + releaseNS, "-leader-election-id=rel-configmap-attacher",
-			"-selector=configmap-attacher/revisioned=true", "-workloads=rollouts,deployments", "-metrics-addr=:8080", "-health-addr=:8081"} {
+			"-selector=configmap-attacher/revisioned=true", "-metrics-addr=:8080", "-health-addr=:8081"} {
 			if !slices.Contains(args, want) {
 				t.Errorf("args %q lack %q", args, want)
 			}
+		}
+		// The default detects the kinds (the Rollout CRD may be absent): no -workloads.
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-workloads") }) {
+			t.Errorf("args %q: -workloads by default; the controller then refuses to start without the Rollout CRD", args)
 		}
 		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-namespaces") }) {
 			t.Errorf("args %q: -namespaces without namespaces", args)
@@ -186,9 +192,9 @@ var combos = []struct {
 			get(d, "spec", "template", "spec", "containers", 0, "image") != "ghcr.io/configmap-attacher/configmap-attacher:v0.1.0" {
 			t.Errorf("Deployment: replicas, security context, probes or image wrong: %v", d)
 		}
-		if env := get(d, "spec", "template", "spec", "containers", 0, "env", 1); get(env, "name") != "GOMEMLIMIT" ||
+		if env := get(d, "spec", "template", "spec", "containers", 0, "env", 1); get(env, "name") != "CONFIGMAP_ATTACHER_MEMORY_LIMIT" ||
 			get(env, "valueFrom", "resourceFieldRef", "resource") != "limits.memory" {
-			t.Errorf("env[1] %v, want GOMEMLIMIT from limits.memory", env)
+			t.Errorf("env[1] %v, want CONFIGMAP_ATTACHER_MEMORY_LIMIT from limits.memory (the controller sets GOMEMLIMIT to 80 %% of it)", env)
 		}
 		for _, k := range []string{"PodDisruptionBudget " + releaseNS + "/rel-configmap-attacher", "Service " + releaseNS + "/rel-configmap-attacher-metrics"} {
 			if !slices.Contains(keys(objs), k) {
@@ -223,11 +229,24 @@ var combos = []struct {
 	{"job-rbac", "rbac: {job: {enabled: true, namespaces: [cma-chart-a, cma-chart-b]}}\n", func(t *testing.T, objs []obj) {
 		want := exampleJobRules(t)
 		for _, ns := range []string{"cma-chart-a", "cma-chart-b"} {
-			r := find(objs, "Role", ns, "configmap-attacher-job")
-			if r == nil || !slices.Equal(rules(r), want) || find(objs, "ServiceAccount", ns, "configmap-attacher-job") == nil ||
-				find(objs, "RoleBinding", ns, "configmap-attacher-job") == nil {
+			// Named after the release: examples/job.yaml's configmap-attacher-job can sit beside it.
+			r := find(objs, "Role", ns, "rel-configmap-attacher-job")
+			if r == nil || !slices.Equal(rules(r), want) || find(objs, "ServiceAccount", ns, "rel-configmap-attacher-job") == nil ||
+				find(objs, "RoleBinding", ns, "rel-configmap-attacher-job") == nil {
 				t.Errorf("namespace %s: Job Role rules %v, want examples/job.yaml's %v, with its ServiceAccount and RoleBinding", ns, rules(r), want)
 			}
+			if find(objs, "ServiceAccount", ns, "configmap-attacher-job") != nil {
+				t.Errorf("namespace %s: the chart renders examples/job.yaml's ServiceAccount name", ns)
+			}
+		}
+	}},
+	// -require-opt-in lists the listed objects' labels, -dry-run gets their owners: the Role
+	// has exactly what each flag adds (the commented rules of examples/job.yaml).
+	{"job-rbac-opt-in-dry-run", "rbac: {job: {enabled: true, namespaces: [cma-chart-a], requireOptIn: true, dryRun: true, serviceAccountName: deployer}}\n", func(t *testing.T, objs []obj) {
+		want := sortedUnion(exampleJobRules(t), []string{"/configmaps:list", "/secrets:list", "/configmaps:get", "/secrets:get"})
+		r := find(objs, "Role", "cma-chart-a", "deployer")
+		if r == nil || !slices.Equal(rules(r), want) {
+			t.Errorf("Job Role rules %v, want %v", rules(r), want)
 		}
 	}},
 	{"monitoring", "serviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}\ngrafanaDashboard: {enabled: true}\n", func(t *testing.T, objs []obj) {
@@ -246,6 +265,7 @@ var combos = []struct {
 				t.Errorf("PrometheusRule alerts %v lack %q", alerts, want)
 			}
 		}
+		checkAlertSelectors(t, pr, `{job="rel-configmap-attacher-metrics"}`)
 		cm := find(objs, "ConfigMap", releaseNS, "rel-configmap-attacher-dashboard")
 		if get(cm, "metadata", "labels", "grafana_dashboard") != "1" {
 			t.Errorf("dashboard ConfigMap %v: want label grafana_dashboard: \"1\"", get(cm, "metadata"))
@@ -255,6 +275,11 @@ var combos = []struct {
 		if err := json.Unmarshal([]byte(js), &d); err != nil || d["uid"] != "configmap-attacher" {
 			t.Errorf("dashboard JSON: %v (uid %v)", err, d["uid"])
 		}
+	}},
+	// Scraped by something else than the chart's ServiceMonitor: the alerts select what the
+	// series carry then, and nothing of the ServiceMonitor's job.
+	{"monitoring-other-scraper", "prometheusRule: {enabled: true, selector: 'namespace=\"mon\", pod=~\"cma-.*\"'}\n", func(t *testing.T, objs []obj) {
+		checkAlertSelectors(t, find(objs, "PrometheusRule", releaseNS, "rel-configmap-attacher"), `{namespace="mon", pod=~"cma-.*"}`)
 	}},
 	{"single-replica-dry-run-digest", "replicas: 1\nleaderElection: {enabled: false}\ndryRun: true\nworkloads: [deployments]\nlogFormat: text\n" +
 		"image: {digest: \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"}\n", func(t *testing.T, objs []obj) {
@@ -286,6 +311,24 @@ var combos = []struct {
 			t.Errorf("serviceAccountName %v, want preexisting", sa)
 		}
 	}},
+}
+
+// checkAlertSelectors: every metric selector of every alert's expression is sel, exactly.
+func checkAlertSelectors(t *testing.T, pr obj, sel string) {
+	t.Helper()
+	rs, _ := get(pr, "spec", "groups", 0, "rules").([]any)
+	if len(rs) == 0 {
+		t.Fatalf("PrometheusRule %v has no rules", pr)
+	}
+	metric := regexp.MustCompile(`configmap_attacher_[a-z_]+(\{[^}]*\})?`)
+	for _, r := range rs {
+		expr, _ := get(r, "expr").(string)
+		for _, m := range metric.FindAllStringSubmatch(expr, -1) {
+			if m[1] != sel {
+				t.Errorf("alert %v: %s selects %q, want %q", get(r, "alert"), m[0], m[1], sel)
+			}
+		}
+	}
 }
 
 // exampleJobRules are the rules of examples/job.yaml's Role.
@@ -363,16 +406,26 @@ func TestTemplateServerDryRun(t *testing.T) {
 	}
 }
 
-// TestTemplateRejects: values that cannot work fail the render, naming the value.
+// TestTemplateRejects: values that cannot work fail the render, naming the value: what one
+// value may be by values.schema.json (helm checks it before rendering: a misspelt key, a wrong
+// enum or type), what depends on several values by the templates' fail checks.
 func TestTemplateRejects(t *testing.T) {
 	for values, want := range map[string]string{
 		"rbac: {scope: namespaces}\n":                                  "rbac.scope: namespaces needs the list of watched namespaces",
-		"rbac: {scope: everywhere}\n":                                  `rbac.scope must be "cluster" or "namespaces"`,
 		"leaderElection: {enabled: false}\n":                           "replicas > 1 needs leaderElection.enabled",
-		"selector: \"\"\n":                                             "selector must not be empty",
-		"workloads: [statefulsets]\n":                                  `workloads: unknown kind "statefulsets"`,
 		"metrics: {enabled: false}\nserviceMonitor: {enabled: true}\n": "serviceMonitor.enabled needs metrics.enabled",
 		"serviceAccount: {create: false}\n":                            "serviceAccount.name is required",
+		// The schema's.
+		"rbac: {scope: everywhere}\n":           "at '/rbac/scope': value must be one of",
+		"selector: \"\"\n":                      "at '/selector'",
+		"workloads: [statefulsets]\n":           "at '/workloads/0'",
+		"selectr: a=b\n":                        "additional properties 'selectr' not allowed",
+		"logLevel: verbose\n":                   "at '/logLevel'",
+		"leaderElection: {leaseDuration: 15}\n": "at '/leaderElection/leaseDuration'",
+		"resync: 10 minutes\n":                  "at '/resync'",
+		"rbac: {job: {discovr: true}}\n":        "additional properties 'discovr' not allowed",
+		"image: {digest: latest}\n":             "at '/image/digest'",
+		"qps: 0\n":                              "at '/qps'",
 	} {
 		_, _, err := render(t, values)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -444,4 +497,29 @@ func scrapedNames(body []byte) map[string]bool {
 		names[string(n)] = true
 	}
 	return names
+}
+
+// TestNotes: the NOTES helm prints after install name only what exists: the Lease command with
+// leader election on, none with it off (there is no Lease to read then).
+func TestNotes(t *testing.T) {
+	c := cluster.Require(t, shared, sharedErr) // helm install --dry-run=client still reads the cluster's version
+	for _, tc := range []struct {
+		set   []string
+		lease bool
+	}{
+		{nil, true},
+		{[]string{"--set", "replicas=1", "--set", "leaderElection.enabled=false"}, false},
+	} {
+		out, err := helm(t, c.KubeconfigPath, append([]string{"install", "rel", chartDir(), "-n", releaseNS, "--dry-run=client"}, tc.set...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, notes, ok := strings.Cut(out, "NOTES:")
+		if !ok {
+			t.Fatalf("helm install --dry-run=client printed no NOTES:\n%s", out)
+		}
+		if got := strings.Contains(notes, "get lease"); got != tc.lease || !strings.Contains(notes, "rollout status deployment/rel-configmap-attacher") {
+			t.Errorf("values %q: NOTES has the Lease command %v, want %v:\n%s", tc.set, got, tc.lease, notes)
+		}
+	}
 }

@@ -39,7 +39,7 @@ const optInLabel = "configmap-attacher/revisioned"
 // application's namespace only, the controller watching only it).
 func TestHelmInstall(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	if err := cluster.InstallRolloutCRD(c); err != nil { // the chart's default workloads include rollouts
+	if err := cluster.InstallRolloutCRD(c); err != nil { // the default workloads: both kinds when the CRD is there
 		t.Fatal(err)
 	}
 	bin, err := cluster.PluginBinary()
@@ -58,7 +58,28 @@ func TestHelmInstall(t *testing.T) {
 	})
 }
 
-func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(app string) string) {
+// TestHelmInstallWithoutRollouts: the chart's defaults on a control plane without the Rollout
+// CRD (a cluster of plain Deployments, which the README names): the controller starts, says it
+// watches Deployments only, and adopts the Deployment's ConfigMap. The chart used to pass
+// -workloads=rollouts,deployments always, and the controller refused to start.
+func TestHelmInstallWithoutRollouts(t *testing.T) {
+	cluster.Require(t, shared, sharedErr)    // the components are there (or skip, or fail on CI)
+	c := cluster.Start(t, cluster.Options{}) // its own: the shared one gets the Rollout CRD
+	bin, err := cluster.PluginBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := cluster.StartFakeKubelet(c.Client(t))
+	t.Cleanup(kubelet.Stop)
+	logPath := helmInstall(t, c, bin, func(string) string { return "" })
+	if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), "watching Deployments only") {
+		t.Errorf("the controller log does not say it watches Deployments only:\n%s", tail(logPath, 20))
+	}
+}
+
+// helmInstall installs the chart with extraValues, runs its controller and checks it; it
+// returns the controller's log path.
+func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(app string) string) string {
 	cs := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -141,13 +162,16 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 			t.Fatalf("env %s: a source this test does not emulate: %+v", e.Name, e.ValueFrom)
 		}
 	}
-	logPath := filepath.Join(c.Dir, "chart-controller.log")
+	logPath := filepath.Join(c.Dir, "chart-controller-"+ns+".log")
 	proc := startProcess(t, bin, args, env, logPath)
 	t.Logf("running %s %s", filepath.Base(bin), strings.Join(args, " "))
 
 	// The first adoption.
 	var adopted time.Duration
 	cluster.WaitUntil(t, ctx, 50*time.Millisecond, "web-config-1 owned by ReplicaSet "+rs.Name, func() (bool, string) {
+		if !proc.running() { // no need to wait for the deadline
+			t.Fatalf("controller exited before adopting: %s", tail(logPath, 20))
+		}
 		cm, err := cs.CoreV1().ConfigMaps(app).Get(ctx, "web-config-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -220,6 +244,7 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 	sort.Strings(names)
 	t.Logf("helm install in %s; install → first adoption %s; %d queried metrics all scraped: %s",
 		installed.Round(time.Millisecond), adopted.Round(time.Millisecond), len(names), strings.Join(names, " "))
+	return logPath
 }
 
 // denyUpdates makes the apiserver refuse every UPDATE (PATCH included) of ConfigMap name in ns,

@@ -99,7 +99,7 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 	t.Helper()
 	wantArgs := []string{"--require-opt-in", "--opt-in-selector", "configmap-attacher/revisioned=true"}
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(md, -1)
-	seen := map[string]bool{}
+	seen, seenValues := map[string]bool{}, map[string]bool{}
 	values := false
 	for _, blk := range blocks {
 		var doc map[string]any
@@ -126,6 +126,27 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 				t.Errorf("install.md: entry %+v: want the sha256 %q of %s", e, sums[asset], asset)
 			}
 			seen[asset] = true
+		}
+		if c, ok := doc["controller"].(map[string]any); ok && c["initContainers"] == nil {
+			// The https entry as argo-helm values: controller.stepPlugins is a list, not a string.
+			b, _ := yaml.Marshal(c)
+			var v struct {
+				StepPlugins []struct {
+					Name, Location, SHA256 string
+					Args                   []string
+				} `json:"stepPlugins"`
+			}
+			if err := yaml.UnmarshalStrict(b, &v); err != nil || len(v.StepPlugins) != 1 {
+				t.Errorf("install.md: chart values for the download %s: %v (want controller.stepPlugins as a list of one)", b, err)
+				continue
+			}
+			e := v.StepPlugins[0]
+			asset := e.Location[strings.LastIndex(e.Location, "/")+1:]
+			if sums[asset] == "" || e.SHA256 != sums[asset] || !slices.Equal(e.Args, wantArgs) {
+				t.Errorf("install.md: chart values entry %+v: want the sha256 %q of %s and the policy args", e, sums[asset], asset)
+			}
+			seenValues[asset] = true
+			continue
 		}
 		if c, ok := doc["controller"].(map[string]any); ok {
 			values = true
@@ -157,8 +178,8 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 		}
 	}
 	for _, arch := range archs {
-		if n := "configmap-attacher-step-linux-" + arch; !seen[n] {
-			t.Errorf("install.md: no argo-rollouts-config entry for %s", n)
+		if n := "configmap-attacher-step-linux-" + arch; !seen[n] || !seenValues[n] {
+			t.Errorf("install.md: for %s an argo-rollouts-config entry %v, chart values %v; want both", n, seen[n], seenValues[n])
 		}
 	}
 	if !values {

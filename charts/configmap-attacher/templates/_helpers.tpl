@@ -55,11 +55,10 @@ app.kubernetes.io/part-of: configmap-attacher
 {{- end }}
 {{- end }}
 
-{{/* Checks that fail the render with a message naming the value to fix. */}}
+{{/* Checks that fail the render with a message naming the value to fix: only those that
+depend on several values. What one value may be (types, enums, a non-empty selector, durations,
+unknown keys) is values.schema.json's, which helm checks before rendering. */}}
 {{- define "configmap-attacher.validate" -}}
-{{- if not (has .Values.rbac.scope (list "cluster" "namespaces")) }}
-{{- fail (printf "rbac.scope must be \"cluster\" or \"namespaces\", got %q" .Values.rbac.scope) }}
-{{- end }}
 {{- if and .Values.rbac.create (eq .Values.rbac.scope "namespaces") (empty .Values.namespaces) }}
 {{- fail "rbac.scope: namespaces needs the list of watched namespaces in namespaces (a Role and RoleBinding is created in each)" }}
 {{- end }}
@@ -71,14 +70,6 @@ app.kubernetes.io/part-of: configmap-attacher
 {{- end }}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicas > 1 needs leaderElection.enabled: only one replica may write" }}
-{{- end }}
-{{- if empty .Values.selector }}
-{{- fail "selector must not be empty: the controller adopts only opted-in objects" }}
-{{- end }}
-{{- range .Values.workloads }}
-{{- if not (has . (list "rollouts" "deployments")) }}
-{{- fail (printf "workloads: unknown kind %q (rollouts, deployments)" .) }}
-{{- end }}
 {{- end }}
 {{- end }}
 
@@ -103,6 +94,15 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts", "experiments"]
   verbs: ["list", "watch"]
+# Before an object's first owner, the new owners are confirmed live: a GET of each ReplicaSet and
+# of its controller (metadata only), which etcd answers at once. Without get the controller
+# reads them with a list by name instead, which waits for the apiserver's watch cache.
+- apiGroups: ["apps"]
+  resources: ["replicasets", "deployments"]
+  verbs: ["get"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts", "experiments"]
+  verbs: ["get"]
 # Metadata-only caches of ConfigMaps and Secrets, and one add-only PATCH per object that lacks
 # an owner.
 - apiGroups: [""]

@@ -61,10 +61,18 @@ type kubeMetaResource struct {
 	workloads                  []metav1.PartialObjectMetadata
 }
 
-// listOther serves the lists of Pods, Deployments, Rollouts and Experiments.
+// listOther serves the lists of ReplicaSets, Pods, Deployments, Rollouts and Experiments.
 func (r kubeMetaResource) listOther(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 	out := &metav1.PartialObjectMetadataList{}
 	switch r.resource {
+	case "replicasets":
+		l, err := r.c.AppsV1().ReplicaSets(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out.Items = append(out.Items, *partial("ReplicaSet", it.ObjectMeta))
+		}
 	case "pods":
 		l, err := r.c.CoreV1().Pods(r.ns).List(ctx, opts)
 		if err != nil {
@@ -123,19 +131,34 @@ func partial(kind string, m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}, ObjectMeta: m}
 }
 
+// Get reads a ConfigMap or Secret with the typed fake's GET; any other object it finds by name
+// in the resource's list (every resource List serves), answering NotFound, as the apiserver
+// does, when there is none or the resource is not served.
 func (r kubeMetaResource) Get(ctx context.Context, name string, opts metav1.GetOptions, _ ...string) (*metav1.PartialObjectMetadata, error) {
-	if r.resource == "secrets" {
+	switch r.resource { // the typed fake's own GET, so that its reactors see it
+	case "secrets":
 		s, err := r.c.CoreV1().Secrets(r.ns).Get(ctx, name, opts)
 		if err != nil {
 			return nil, err
 		}
 		return partial("Secret", s.ObjectMeta), nil
+	case "configmaps":
+		cm, err := r.c.CoreV1().ConfigMaps(r.ns).Get(ctx, name, opts)
+		if err != nil {
+			return nil, err
+		}
+		return partial("ConfigMap", cm.ObjectMeta), nil
 	}
-	cm, err := r.c.CoreV1().ConfigMaps(r.ns).Get(ctx, name, opts)
+	l, err := r.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return partial("ConfigMap", cm.ObjectMeta), nil
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: r.resource}, name)
 }
 
 func (r kubeMetaResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {

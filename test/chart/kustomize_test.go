@@ -1,0 +1,227 @@
+package chart
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
+)
+
+// TestKustomizeComponent: examples/kustomize/argo-rollouts-plugin, the Kustomize Component
+// that adds the plugin to Argo Rollouts' own install, built with the real kustomize inside
+// kubectl (`kubectl kustomize`) over argo-rollouts v1.10.2's manifests/install.yaml from the Go
+// module cache, as a user's kustomization would use it. The result carries the initContainer,
+// the volume and the controller's mount, the argo-rollouts-config entry naming the installed
+// file, and the plugin's rules on the controller's ClusterRole; it applies to the real
+// apiserver (server-side dry run), and the controller's pod it describes is admitted by Pod
+// Security's restricted level.
+func TestKustomizeComponent(t *testing.T) {
+	c := cluster.Require(t, shared, sharedErr)
+	install := filepath.Join(rolloutsModuleDir(t), "manifests", "install.yaml")
+	dir := t.TempDir()
+	// The component as a user's kustomization references it: a directory beside theirs.
+	copyDir(t, filepath.Join(repoRoot(), "examples", "kustomize", "argo-rollouts-plugin"), filepath.Join(dir, "argo-rollouts-plugin"))
+	app := filepath.Join(dir, "app")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(install)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(app, "install.yaml"), string(b))
+	writeFile(t, filepath.Join(app, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"+
+		"namespace: argo-rollouts\nresources: [install.yaml]\ncomponents: [../argo-rollouts-plugin]\n")
+	out, err := kubectl(c, nil, "kustomize", app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []obj
+	for _, doc := range strings.Split(out, "\n---") {
+		var o obj
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("kustomize output does not parse: %v", err)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+
+	dep := find(objs, "Deployment", "argo-rollouts", "argo-rollouts")
+	spec := podTemplateOf(t, dep)
+	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "install-configmap-attacher" ||
+		strings.Join(spec.InitContainers[0].Args, " ") != "install-plugin /plugins" {
+		t.Errorf("initContainers %+v, want install-configmap-attacher with install-plugin /plugins", spec.InitContainers)
+	}
+	var mount *corev1.VolumeMount
+	for i, ctr := range spec.Containers {
+		if ctr.Name != "argo-rollouts" {
+			continue
+		}
+		for j, m := range ctr.VolumeMounts {
+			if m.Name == "configmap-attacher-plugin" {
+				mount = &spec.Containers[i].VolumeMounts[j]
+			}
+		}
+		// Upstream's own mounts are kept (a strategic merge, not a replacement).
+		if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "plugin-bin" }) {
+			t.Errorf("the controller container lost upstream's plugin-bin mount: %+v", ctr.VolumeMounts)
+		}
+	}
+	if mount == nil || !mount.ReadOnly {
+		t.Fatalf("the controller container has no read-only configmap-attacher-plugin mount")
+	}
+	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "configmap-attacher-plugin" && v.EmptyDir != nil }) {
+		t.Errorf("volumes %+v lack the configmap-attacher-plugin emptyDir", spec.Volumes)
+	}
+	cm := find(objs, "ConfigMap", "argo-rollouts", "argo-rollouts-config")
+	raw, _ := get(map[string]any(cm), "data", "stepPlugins").(string)
+	var entries []struct {
+		Name, Location string
+		Args           []string
+	}
+	if err := yaml.UnmarshalStrict([]byte(raw), &entries); err != nil || len(entries) != 1 {
+		t.Fatalf("argo-rollouts-config stepPlugins %q: %v", raw, err)
+	}
+	if want := "file://" + mount.MountPath + "/configmap-attacher"; entries[0].Name != "configmap-attacher/configmap-attacher" || entries[0].Location != want {
+		t.Errorf("stepPlugins entry %+v, want configmap-attacher/configmap-attacher at %s (the controller's mount)", entries[0], want)
+	}
+	cr := find(objs, "ClusterRole", "", "argo-rollouts")
+	got := rules(cr)
+	for _, want := range []string{"/configmaps:patch", "/secrets:patch", "apps/statefulsets:list", "apps/daemonsets:list", "batch/cronjobs:list"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("ClusterRole argo-rollouts lacks %s (the plugin's rules, examples/rbac-step-plugin.yaml)", want)
+		}
+	}
+
+	// The real apiserver takes it (CRDs, RBAC, the controller), and restricted admits the pod.
+	if _, err := kubectl(c, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: argo-rollouts}\n"), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := kubectl(c, []byte(out), "apply", "--server-side", "--dry-run=server", "--field-manager=kustomize", "-f", "-")
+	if err != nil {
+		t.Fatalf("server-side dry run: %v", err)
+	}
+	if n := strings.Count(strings.TrimSpace(res), "\n") + 1; n != len(objs) {
+		t.Errorf("dry run applied %d objects, kustomize built %d", n, len(objs))
+	}
+	cs := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := restrictedNamespace(t, c)
+	if err := admitPod(ctx, cs, ns, spec); err != nil {
+		t.Errorf("the controller's pod with the component, in a restricted namespace: %v", err)
+	}
+	t.Logf("kubectl kustomize: %d objects from install.yaml + the component; applied (dry run) and admitted by restricted", len(objs))
+}
+
+// rolloutsModuleDir is the argo-rollouts module's directory in the module cache (go.mod's
+// version), downloaded through the module proxy when missing.
+func rolloutsModuleDir(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-rollouts")
+	cmd.Dir = repoRoot()
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download github.com/argoproj/argo-rollouts: %v", err)
+	}
+	var m struct{ Dir string }
+	if err := yaml.Unmarshal(b, &m); err != nil || m.Dir == "" {
+		t.Fatalf("go mod download -json: %v %s", err, b)
+	}
+	return m.Dir
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// controllerBaseHeader heads examples/kustomize/controller/install.yaml.
+const controllerBaseHeader = "# Generated from charts/configmap-attacher with its default values (release configmap-attacher,\n" +
+	"# namespace configmap-attacher) by test/chart TestKustomizeControllerBase (CMA_UPDATE=1). Do not edit.\n"
+
+// TestKustomizeControllerBase: examples/kustomize/controller/install.yaml is the chart rendered
+// with its defaults, so the Kustomize base cannot drift from the chart (CMA_UPDATE=1 rewrites
+// it); `kubectl kustomize` builds the base, the real apiserver takes it (server-side dry run),
+// and its controller pod is admitted by Pod Security's restricted level.
+func TestKustomizeControllerBase(t *testing.T) {
+	c := cluster.Require(t, shared, sharedErr)
+	base := filepath.Join(repoRoot(), "examples", "kustomize", "controller")
+	rendered, err := helm(t, "", "template", "configmap-attacher", chartDir(), "-n", "configmap-attacher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := controllerBaseHeader + rendered
+	file := filepath.Join(base, "install.yaml")
+	if os.Getenv("CMA_UPDATE") == "1" {
+		writeFile(t, file, want)
+	}
+	if got, err := os.ReadFile(file); err != nil || string(got) != want {
+		t.Fatalf("%s differs from the chart rendered with its defaults (%v): run CMA_UPDATE=1 go test ./test/chart -run TestKustomizeControllerBase", file, err)
+	}
+	out, err := kubectl(c, nil, "kustomize", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []obj
+	for _, doc := range strings.Split(out, "\n---") {
+		var o obj
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("kustomize output does not parse: %v", err)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	if _, err := kubectl(c, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: configmap-attacher}\n"), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := kubectl(c, []byte(out), "apply", "--server-side", "--dry-run=server", "--field-manager=kustomize", "-f", "-")
+	if err != nil {
+		t.Fatalf("server-side dry run: %v", err)
+	}
+	if n := strings.Count(strings.TrimSpace(res), "\n") + 1; n != len(objs) {
+		t.Errorf("dry run applied %d objects, kustomize built %d", n, len(objs))
+	}
+	d := find(objs, "Deployment", "configmap-attacher", "configmap-attacher")
+	ns := restrictedNamespace(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := admitPod(ctx, c.Client(t), ns, podTemplateOf(t, d)); err != nil {
+		t.Errorf("the base's controller pod in a restricted namespace: %v", err)
+	}
+}
