@@ -198,11 +198,7 @@ func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owne
 				if err != nil {
 					return nil, err
 				}
-				objs := make([]metav1.Object, len(l.Items))
-				for i := range l.Items {
-					objs[i] = &l.Items[i]
-				}
-				return objs, nil
+				return asObjects(l.Items), nil
 			})
 		if err != nil {
 			return nil, fmt.Errorf("confirming ReplicaSet %s in namespace %s: %w", rs.Name, ns, err)
@@ -247,11 +243,7 @@ func (a *Attacher) controllerLive(ctx context.Context, ns, rsName string, rs met
 			if err != nil {
 				return nil, err
 			}
-			objs := make([]metav1.Object, len(l.Items))
-			for i := range l.Items {
-				objs[i] = &l.Items[i]
-			}
-			return objs, nil
+			return asObjects(l.Items), nil
 		})
 	if err != nil {
 		return false, fmt.Errorf("confirming %s %s, the controller of ReplicaSet %s, in namespace %s: %w", ref.Kind, ref.Name, rsName, ns, err)
@@ -262,6 +254,18 @@ func (a *Attacher) controllerLive(ctx context.Context, ns, rsName string, rs met
 		}
 	}
 	return false, nil
+}
+
+// asObjects is a list's items as metav1.Objects (pointers into items).
+func asObjects[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) []metav1.Object {
+	out := make([]metav1.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
 }
 
 // readByName reads one object consistently: the object, or none when it does not exist or

@@ -62,17 +62,24 @@ func render(t *testing.T, values string) ([]obj, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return parseDocs(t, "rendered YAML", out), []byte(out), nil
+}
+
+// parseDocs parses a multi-document YAML stream (helm template, kubectl kustomize) into its
+// objects; what names the stream in the failure.
+func parseDocs(t *testing.T, what, out string) []obj {
+	t.Helper()
 	var objs []obj
 	for _, doc := range strings.Split(out, "\n---") {
 		var o obj
 		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+			t.Fatalf("%s does not parse: %v\n%s", what, err, doc)
 		}
 		if o != nil {
 			objs = append(objs, o)
 		}
 	}
-	return objs, []byte(out), nil
+	return objs
 }
 
 func find(objs []obj, kind, ns, name string) obj {

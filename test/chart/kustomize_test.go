@@ -45,16 +45,7 @@ func TestKustomizeComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []obj
-	for _, doc := range strings.Split(out, "\n---") {
-		var o obj
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-			t.Fatalf("kustomize output does not parse: %v", err)
-		}
-		if o != nil {
-			objs = append(objs, o)
-		}
-	}
+	objs := parseDocs(t, "kustomize output", out)
 
 	dep := find(objs, "Deployment", "argo-rollouts", "argo-rollouts")
 	spec := podTemplateOf(t, dep)
@@ -197,16 +188,7 @@ func TestKustomizeControllerBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []obj
-	for _, doc := range strings.Split(out, "\n---") {
-		var o obj
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-			t.Fatalf("kustomize output does not parse: %v", err)
-		}
-		if o != nil {
-			objs = append(objs, o)
-		}
-	}
+	objs := parseDocs(t, "kustomize output", out)
 	if _, err := kubectl(c, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: configmap-attacher}\n"), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
