@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
 # `make lint`: gofmt, go vet, go.mod tidy, and golangci-lint with the short set in .golangci.yml
 # (at the repository root, so editors and a bare `golangci-lint run` find the same config).
-# golangci-lint is built from the Go module proxy at a pinned version (never a prebuilt
-# download) and cached under $CMA_CACHE like the control-plane binaries; it is built outside
-# this module so its hundreds of dependencies never enter go.mod. A cold build takes a few
-# minutes on 2 cores; a warm run, about 30 s.
+# golangci-lint is built from the Go module proxy at a pinned version by hack/tool.sh (cached
+# under $CMA_CACHE/tools). A cold build takes a few minutes on 2 cores; a warm run, about 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.26.11}"
 GOLANGCI_LINT_VERSION="${GOLANGCI_LINT_VERSION:-v2.15.0}"
-CACHE="${CMA_CACHE:-$HOME/.cache/configmap-attacher}"
-bin="$CACHE/tools/golangci-lint-$GOLANGCI_LINT_VERSION/golangci-lint"
 
 out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
 if [ -n "$out" ]; then
@@ -23,13 +19,5 @@ if ! tidy=$(go mod tidy -diff 2>&1); then
   echo "go mod tidy would change go.mod/go.sum (run it and commit the result):"; echo "$tidy"; exit 1
 fi
 
-if [ ! -x "$bin" ]; then
-  echo "building golangci-lint $GOLANGCI_LINT_VERSION from the module proxy (once; cached in $(dirname "$bin")) ..."
-  start=$(date +%s)
-  mkdir -p "$(dirname "$bin")"
-  # -mod=mod and GOFLAGS from the caller would apply to golangci-lint's own module; clear them.
-  GOFLAGS= GOBIN="$(dirname "$bin").tmp" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
-  mv "$(dirname "$bin").tmp/golangci-lint" "$bin" && rmdir "$(dirname "$bin").tmp"
-  echo "built golangci-lint in $(( $(date +%s) - start )) s"
-fi
+bin=$(hack/tool.sh golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION")
 "$bin" run ./...
