@@ -35,6 +35,14 @@ func main() {
 }
 
 func run(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "check-version":
+			return checkVersion(args[1:], stdout)
+		case "set-version":
+			return setVersion(args[1:], stdout)
+		}
+	}
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	dist := fs.String("dist", "dist", "directory with checksums.txt, the binaries and configmap-attacher-image.oci.digest")
 	version := fs.String("version", "", "the release's version (its git tag)")
