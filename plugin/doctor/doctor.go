@@ -112,7 +112,7 @@ type Options struct {
 
 	// The step plugin: where the Argo Rollouts controller runs.
 	RolloutsNamespace, RolloutsConfigMap, RolloutsDeployment, RolloutsServiceAccount string
-	PluginName                                                                      string
+	PluginName                                                                       string
 
 	// The controller mode.
 	ControllerNamespace, ControllerServiceAccount string

@@ -64,7 +64,7 @@ func healthy() *setup {
 					VolumeMounts: []corev1.VolumeMount{{Name: "configmap-attacher-plugin", MountPath: "/home/argo-rollouts/plugins", ReadOnly: true}}}},
 				Volumes: []corev1.Volume{{Name: "configmap-attacher-plugin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			}}}},
-		lease: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"}},
+		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"}},
 		denied: map[string]bool{}, metricsStatus: 200,
 		metricsBody: "# TYPE configmap_attacher_controller_leader gauge\nconfigmap_attacher_controller_leader 1\n",
 	}

@@ -168,8 +168,8 @@ func (d *Doctor) allowed(ctx context.Context, user, saNS, verb, group, resource,
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	sar, err := d.Kube.AuthorizationV1().SubjectAccessReviews().Create(cctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   user,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
+		User:               user,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource},
 	}}, metav1.CreateOptions{})
 	if err != nil {

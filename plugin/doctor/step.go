@@ -20,14 +20,13 @@ import (
 // stepPlugin is one entry of argo-rollouts-config's stepPlugins, as Argo Rollouts reads it
 // (utils/plugin/types PluginItem).
 type stepPlugin struct {
-	Name        string            `json:"name"`
-	Location    string            `json:"location"`
-	Sha256      string            `json:"sha256,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Disabled    bool              `json:"disabled,omitempty"`
+	Name        string           `json:"name"`
+	Location    string           `json:"location"`
+	Sha256      string           `json:"sha256,omitempty"`
+	Args        []string         `json:"args,omitempty"`
+	Disabled    bool             `json:"disabled,omitempty"`
 	HeadersFrom []map[string]any `json:"headersFrom,omitempty"`
 }
-
 
 // MinRolloutsVersion is the first Argo Rollouts release with step plugins.
 var MinRolloutsVersion = [3]int{1, 8, 0}
@@ -299,4 +298,3 @@ func (d *Doctor) checkPodSecurity(ctx context.Context, r *Report, dep *appsv1.De
 	}
 	r.ok("step/pod-security", subject, "enforce=%s admits the pod of Deployment %s %s", level, dep.Name, with)
 }
-
