@@ -7,6 +7,14 @@ BIN      ?= bin/configmap-attacher
 # STEP_BIN is the step plugin alone (plugin/cmd/step-plugin): what install-plugin gives the
 # Rollouts controller.
 STEP_BIN ?= bin/configmap-attacher-step
+# The release version has one source of truth, hack/release/VERSION (make set-version VERSION=
+# rewrites it and every mention in charts/, examples/ and docs/; make check-version, and
+# hack/release/stamp's test in make check, verify they agree). make release and make publish
+# default to it; other builds are stamped with git describe.
+TREE_VERSION := $(shell cat hack/release/VERSION 2>/dev/null)
+ifneq ($(filter release release-binaries publish check-version,$(MAKECMDGOALS)),)
+VERSION  ?= $(TREE_VERSION)
+endif
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/configmap-attacher/configmap-attacher/plugin.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
@@ -72,16 +80,47 @@ demo-argocd: build
 lint:
 	hack/lint.sh
 
-## release: static binaries for linux and darwin, amd64 and arm64, their sha256 sums, the image
-## index (from the same linux binaries: the digest `make image` gives) and dist/install.md (the
-## argo-rollouts-config entry per linux arch with its real sha256, the argo-helm values, the
-## image by digest). Binaries are reproducible: -trimpath, -buildvcs=false, no timestamps.
+## release: everything of one version in dist/ (docs/install.md "Releasing" lists it): static
+## binaries for linux and darwin, amd64 and arm64, the image index (from the same linux
+## binaries: the digest `make image` gives), the chart packaged by the real helm with VERSION as
+## version and appVersion, install.yaml and install-namespaced.yaml rendered from it, the
+## Kustomize base dist/kustomize, a CycloneDX SBOM per binary and one for the image
+## (cyclonedx-gomod), dist/install.md (the argo-rollouts-config entry per linux arch with its
+## real sha256, the argo-helm values, the image by digest), dist/changelog.md (the version's
+## section of docs/changelog.md) and checksums.txt of every file. Reproducible: the same source
+## and SOURCE_DATE_EPOCH give the same bytes (test/release TestReleaseReproducible).
+CMA_CACHE ?= $(HOME)/.cache/configmap-attacher
+HELM_VERSION ?= v3.22.0
+CYCLONEDX_GOMOD ?= github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 release: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 release: release-binaries
 	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
 	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a) -step-binary linux/$(a)=dist/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
-	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO)
+	CMA_CACHE=$(CMA_CACHE) HELM_VERSION=$(HELM_VERSION) hack/build-binaries.sh helm >&2
+	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO) \
+	  -helm $(CMA_CACHE)/helm-$(HELM_VERSION)/helm \
+	  -cyclonedx-gomod "$$(CMA_CACHE=$(CMA_CACHE) hack/tool.sh cyclonedx-gomod $(CYCLONEDX_GOMOD))"
+
+## set-version: make set-version VERSION=vX.Y.Z writes the version into hack/release/VERSION and
+## every mention of it (Chart.yaml's version and appVersion, the image tags, download URLs and
+## ?ref= in examples/ and docs/, the Kustomize base's chart labels); commit, then tag.
+.PHONY: set-version check-version publish
+set-version:
+	@case "$(origin VERSION)" in command\ line|environment) ;; *) echo "usage: make set-version VERSION=vX.Y.Z" >&2; exit 2;; esac
+	go run ./hack/release set-version $(VERSION)
+
+## check-version: every mention agrees with hack/release/VERSION; with VERSION= (the release
+## workflow's tag) also that VERSION is it and docs/changelog.md has its section.
+check-version:
+	go run ./hack/release check-version $(if $(filter command\ line environment,$(origin VERSION)),-want $(VERSION))
+
+## publish: push and sign what make release wrote (hack/release/publish.sh: crane push of the
+## image, helm push of the chart, cosign sign and attest, the GitHub release). DRY_RUN=1 prints
+## the commands with dist/'s digests and runs none (test/release runs it).
+CHART_REPO ?= oci://ghcr.io/configmap-attacher/charts
+publish:
+	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) CHART_REPO=$(CHART_REPO) hack/release/publish.sh $(if $(filter-out 0 false no,$(DRY_RUN)),--dry-run) dist
 
 ## release-binaries: only the static binaries of PLATFORMS and dist/checksums.txt.
 .PHONY: release-binaries

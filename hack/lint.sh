@@ -21,3 +21,9 @@ fi
 
 bin=$(hack/tool.sh golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION")
 "$bin" run ./...
+
+# The release workflow cannot run here: actionlint (built like golangci-lint) checks its syntax,
+# expressions, permissions keys and action inputs, and its run: scripts with shellcheck when
+# shellcheck is on PATH.
+actionlint=$(hack/tool.sh actionlint github.com/rhysd/actionlint/cmd/actionlint@v1.7.12)
+"$actionlint" .github/workflows/*.yaml

@@ -21,7 +21,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
 	"github.com/configmap-attacher/configmap-attacher/hack/release/notes"
+	"github.com/configmap-attacher/configmap-attacher/hack/release/stamp"
 )
 
 // Archs are the linux architectures the argo-rollouts-config entries are written for.
@@ -50,6 +52,11 @@ func run(args []string, stdout io.Writer) error {
 	digestFile := fs.String("digest-file", "", "file with the image index's digest (default DIST/configmap-attacher-image.oci.digest)")
 	urlBase := fs.String("download-url", "https://github.com/configmap-attacher/configmap-attacher/releases/download/", "base URL of release assets; VERSION/ASSET is appended")
 	out := fs.String("out", "", "file to write (default DIST/install.md)")
+	helm := fs.String("helm", "", "the helm binary (hack/build-binaries.sh helm): packages the chart and renders install.yaml; empty: write install.md only")
+	cdx := fs.String("cyclonedx-gomod", "", "the cyclonedx-gomod binary (hack/tool.sh cyclonedx-gomod ...): the SBOMs; required with -helm")
+	chartDir := fs.String("chart", "charts/configmap-attacher", "the chart to package")
+	changelog := fs.String("changelog", "docs/changelog.md", "the changelog whose section of -version becomes DIST/changelog.md")
+	kbase := fs.String("kustomize-base", "examples/kustomize/controller", "the Kustomize base copied to DIST/kustomize with the release's chart and image")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -78,7 +85,21 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s (image %s@%s)\n", *out, r.Image, r.Digest)
-	return nil
+	if *helm == "" {
+		return nil
+	}
+	if *cdx == "" {
+		return fmt.Errorf("-helm needs -cyclonedx-gomod (hack/tool.sh cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0)")
+	}
+	if err := stamp.Validate(*version); err != nil {
+		return fmt.Errorf("-version: %w", err)
+	}
+	created, err := build.CreatedFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	return artifacts{dist: *dist, version: *version, image: *image, digest: r.Digest, helm: *helm, cyclonedx: *cdx,
+		chartDir: *chartDir, changelog: *changelog, kbase: *kbase, created: created, stdout: stdout}.write()
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)

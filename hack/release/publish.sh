@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Publishes what `make release` wrote to DIST: pushes the image index (crane push of the OCI
+# layout) and the chart (helm push to an OCI registry), signs both with cosign (keyless in the
+# release workflow: the GitHub OIDC token), attests the image's CycloneDX SBOM to it, and creates
+# the GitHub release with DIST's files. The release workflow (.github/workflows/release.yaml)
+# runs it; --dry-run prints every command with the real digests and files from DIST and runs
+# none (test/release TestReleaseReproducible runs it so).
+#
+# Usage: hack/release/publish.sh [--dry-run] DIST
+# Env:   VERSION (the tag, required), IMAGE_REPO (default ghcr.io/configmap-attacher/configmap-attacher),
+#        CHART_REPO (default oci://ghcr.io/configmap-attacher/charts), CRANE, HELM, COSIGN, GH (the
+#        binaries; default from PATH), GITHUB_OUTPUT (when set: image-digest= and chart-digest=
+#        for the provenance steps).
+set -euo pipefail
+dry=0
+if [ "${1:-}" = --dry-run ]; then dry=1; shift; fi
+[ $# -eq 1 ] || { echo "usage: hack/release/publish.sh [--dry-run] DIST" >&2; exit 2; }
+dist=${1%/}
+: "${VERSION:?VERSION (the release tag, e.g. v0.2.0) is required}"
+IMAGE_REPO=${IMAGE_REPO:-ghcr.io/configmap-attacher/configmap-attacher}
+CHART_REPO=${CHART_REPO:-oci://ghcr.io/configmap-attacher/charts}
+CRANE=${CRANE:-crane} HELM=${HELM:-helm} COSIGN=${COSIGN:-cosign} GH=${GH:-gh}
+
+fail() { echo "publish: $*" >&2; exit 1; }
+layout="$dist/configmap-attacher-image.oci"
+chart="$dist/configmap-attacher-${VERSION#v}.tgz"
+sbom="$dist/configmap-attacher-image.cdx.json"
+[ -f "$layout/index.json" ] || fail "$layout/index.json missing: run make release VERSION=$VERSION first"
+digest=$(tr -d '[:space:]' < "$layout.digest" 2>/dev/null) || fail "$layout.digest missing: run make release VERSION=$VERSION first"
+[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || fail "$layout.digest: \"$digest\" is not a sha256 digest"
+[ -f "$chart" ] || fail "$chart missing: dist/ is not the release of $VERSION (make release VERSION=$VERSION)"
+[ -f "$sbom" ] || fail "$sbom missing: run make release VERSION=$VERSION first"
+[ -f "$dist/changelog.md" ] || fail "$dist/changelog.md missing"
+# Every file the release lists is uploaded, and each must still have its recorded sha256.
+(cd "$dist" && sha256sum --check --quiet checksums.txt) || fail "$dist/checksums.txt does not match the files: rebuild with make release"
+mapfile -t assets < <(awk '$2 !~ /\// {print "'"$dist"'/" $2}' "$dist/checksums.txt")
+assets+=("$dist/checksums.txt")
+chart_layer="sha256:$(sha256sum "$chart" | cut -d' ' -f1)"
+
+run() { # prints the command; runs it unless --dry-run
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  [ $dry -eq 1 ] || "$@"
+}
+
+echo "# image $IMAGE_REPO:$VERSION, index $digest"
+if [ $dry -eq 1 ]; then
+  run "$CRANE" push "$layout" "$IMAGE_REPO:$VERSION"
+else
+  pushed=$("$CRANE" push "$layout" "$IMAGE_REPO:$VERSION" | tail -n1)
+  echo "+ $CRANE push $layout $IMAGE_REPO:$VERSION -> $pushed"
+  # crane prints REPO@DIGEST: the registry must hold exactly the index make release built.
+  [ "${pushed##*@}" = "$digest" ] || fail "crane pushed $pushed, but $layout.digest says $digest"
+fi
+run "$COSIGN" sign --yes "$IMAGE_REPO@$digest"
+run "$COSIGN" attest --yes --type cyclonedx --predicate "$sbom" "$IMAGE_REPO@$digest"
+
+echo "# chart $(basename "$chart") (layer $chart_layer) to $CHART_REPO"
+chart_ref="${CHART_REPO#oci://}/configmap-attacher"
+if [ $dry -eq 1 ]; then
+  run "$HELM" push "$chart" "$CHART_REPO"
+  # helm's manifest carries a creation time, so its digest is known only once pushed.
+  chart_digest='$CHART_DIGEST'
+else
+  out=$("$HELM" push "$chart" "$CHART_REPO" 2>&1) || fail "helm push: $out"
+  echo "+ $HELM push $chart $CHART_REPO"; echo "$out"
+  chart_digest=$(sed -n 's/^Digest: *//p' <<<"$out")
+  [[ "$chart_digest" =~ ^sha256:[0-9a-f]{64}$ ]] || fail "helm push printed no digest: $out"
+fi
+run "$COSIGN" sign --yes "$chart_ref@$chart_digest"
+
+if [ -n "${GITHUB_OUTPUT:-}" ] && [ $dry -eq 0 ]; then
+  { echo "image-digest=$digest"; echo "chart-digest=$chart_digest"; echo "chart-name=$chart_ref"; } >> "$GITHUB_OUTPUT"
+fi
+
+echo "# GitHub release $VERSION: ${#assets[@]} files"
+run "$GH" release create "$VERSION" --verify-tag --title "configmap-attacher $VERSION" --notes-file "$dist/changelog.md" "${assets[@]}"
