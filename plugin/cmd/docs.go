@@ -22,6 +22,7 @@ func DocCommands() []DocCommand {
 	return []DocCommand{
 		{"job", "-", (&Job{}).FlagSet},
 		{"audit", "-", (&Audit{}).FlagSet},
+		{"doctor", "-", (&Doctor{}).FlagSet},
 		{"controller", "-", (&Controller{}).FlagSet},
 		{"install-plugin", "-", (&Install{}).FlagSet},
 		{"step-plugin", "--", (&stepplugin.Command{}).FlagSet},

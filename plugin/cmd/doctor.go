@@ -1,0 +1,173 @@
+package cmd
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
+	"github.com/configmap-attacher/configmap-attacher/plugin/doctor"
+)
+
+// Doctor is `configmap-attacher doctor`: the read-only preflight of each mode (package
+// plugin/doctor does the checks).
+type Doctor struct {
+	Stdout, Stderr io.Writer
+	// NewClients builds the clients (default clientset.New; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+}
+
+const doctorUsage = "Usage: configmap-attacher doctor [-mode step,controller,job] [-namespaces a,b] [-o text|json] [flags]\n\n" +
+	"Checks, read-only, that each mode is set up to work: for the step plugin the argo-rollouts-config\n" +
+	"entry, its location (the initContainer install or https with sha256), the Argo Rollouts version\n" +
+	"and Pod Security; for every mode its ServiceAccount's RBAC (SubjectAccessReviews); the opt-in label\n" +
+	"and GitOps prune protection of the revisioned ConfigMaps and Secrets live ReplicaSets use; for the\n" +
+	"controller its Lease and metrics. Prints every problem with its fix. It only gets and lists (and\n" +
+	"creates SubjectAccessReviews), and reads ConfigMaps and Secrets as metadata only.\n" +
+	"Exit codes: 0 no error (warnings allowed), 1 an error found, 2 bad usage.\n\nFlags:\n"
+
+type doctorOptions struct {
+	modes, namespaces, output string
+	optIn                     *cli.SelectorFlag
+	opts                      doctor.Options
+	client                    plugin.ClientOptions
+}
+
+// FlagSet returns a fresh flag set with every flag of the command at its default (for -help
+// and the docs' flag table).
+func (c *Doctor) FlagSet() *flag.FlagSet { return c.flags(&doctorOptions{}) }
+
+func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
+	o.opts = doctor.Defaults()
+	o.optIn = cli.NewSelector(plugin.OptInLabel + "=true")
+	fs := flag.NewFlagSet("configmap-attacher doctor", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.modes, "mode", "step", "modes to check, comma-separated: step, controller, job")
+	fs.StringVar(&o.namespaces, "namespaces", "", "application namespaces, comma-separated: RBAC is checked in each and their objects (default: cluster-wide RBAC, every namespace's objects; required for -mode job)")
+	fs.StringVar(&o.output, "o", "text", "output: text or json")
+	fs.StringVar(&o.opts.RolloutsNamespace, "rollouts-namespace", o.opts.RolloutsNamespace, "namespace of the Argo Rollouts controller and argo-rollouts-config")
+	fs.StringVar(&o.opts.RolloutsConfigMap, "rollouts-configmap", o.opts.RolloutsConfigMap, "the Argo Rollouts controller's ConfigMap")
+	fs.StringVar(&o.opts.RolloutsDeployment, "rollouts-deployment", o.opts.RolloutsDeployment, "the Argo Rollouts controller's Deployment")
+	fs.StringVar(&o.opts.RolloutsServiceAccount, "rollouts-service-account", o.opts.RolloutsServiceAccount, "the Argo Rollouts controller's ServiceAccount (the step plugin runs as it)")
+	fs.StringVar(&o.opts.PluginName, "plugin-name", o.opts.PluginName, "the stepPlugins entry's name")
+	fs.StringVar(&o.opts.ControllerNamespace, "controller-namespace", o.opts.ControllerNamespace, "namespace of the controller mode")
+	fs.StringVar(&o.opts.ControllerServiceAccount, "controller-service-account", o.opts.ControllerServiceAccount, "the controller mode's ServiceAccount (examples/controller.yaml's; the chart's is the release's full name)")
+	fs.StringVar(&o.opts.LeaseNamespace, "leader-election-namespace", "", "namespace of the controller's Lease (default: -controller-namespace)")
+	fs.StringVar(&o.opts.LeaseName, "leader-election-id", o.opts.LeaseName, "name of the controller's Lease (the chart's: the release's full name)")
+	fs.StringVar(&o.opts.MetricsURL, "metrics-url", "", "the controller's /metrics URL, e.g. http://cma-configmap-attacher-metrics.configmap-attacher.svc:8080/metrics (empty: not checked, a warning)")
+	fs.StringVar(&o.opts.JobServiceAccount, "job-service-account", o.opts.JobServiceAccount, "the Job's ServiceAccount, in each of -namespaces")
+	fs.BoolVar(&o.opts.OwnerReferencesEnforcement, "ownerreferences-enforcement", false, "the cluster runs the OwnerReferencesPermissionEnforcement admission plugin (OpenShift): also check delete on configmaps and secrets")
+	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects (the step's and the controller's)")
+	fs.DurationVar(&o.opts.Timeout, "timeout", o.opts.Timeout, "deadline of each API call and of the metrics request")
+	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), doctorUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// validate completes o.opts and returns every problem.
+func (o *doctorOptions) validate() []string {
+	var problems []string
+	o.opts.Modes = nil
+	for _, m := range splitList(o.modes) {
+		switch m {
+		case doctor.ModeStep, doctor.ModeController, doctor.ModeJob:
+			if contains(o.opts.Modes, m) {
+				problems = append(problems, fmt.Sprintf("-mode: %q is listed twice", m))
+				continue
+			}
+			o.opts.Modes = append(o.opts.Modes, m)
+		default:
+			problems = append(problems, fmt.Sprintf("-mode %q: %q is not a mode: use step, controller, job or several (step,controller)", o.modes, m))
+		}
+	}
+	if len(o.opts.Modes) == 0 && len(problems) == 0 {
+		problems = append(problems, "-mode names no mode: use step, controller, job or several (step,controller)")
+	}
+	for _, ns := range splitList(o.namespaces) {
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
+			continue
+		}
+		o.opts.Namespaces = append(o.opts.Namespaces, ns)
+	}
+	if contains(o.opts.Modes, doctor.ModeJob) && len(o.opts.Namespaces) == 0 {
+		problems = append(problems, "-mode job needs -namespaces: the Job's ServiceAccount lives in each application namespace")
+	}
+	for _, f := range []struct{ flag, v string }{{"-rollouts-namespace", o.opts.RolloutsNamespace}, {"-controller-namespace", o.opts.ControllerNamespace}, {"-leader-election-namespace", o.opts.LeaseNamespace}} {
+		if f.v != "" && len(validation.IsDNS1123Label(f.v)) > 0 {
+			problems = append(problems, fmt.Sprintf("%s %q is not a valid namespace name", f.flag, f.v))
+		}
+	}
+	for _, f := range []struct{ flag, v string }{{"-rollouts-configmap", o.opts.RolloutsConfigMap}, {"-rollouts-deployment", o.opts.RolloutsDeployment},
+		{"-rollouts-service-account", o.opts.RolloutsServiceAccount}, {"-controller-service-account", o.opts.ControllerServiceAccount},
+		{"-leader-election-id", o.opts.LeaseName}, {"-job-service-account", o.opts.JobServiceAccount}} {
+		if errs := validation.IsDNS1123Subdomain(f.v); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("%s %q is not a valid name: %s", f.flag, f.v, strings.Join(errs, "; ")))
+		}
+	}
+	if o.opts.MetricsURL != "" {
+		if u, err := url.Parse(o.opts.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("-metrics-url %q: want http://host:port/metrics", o.opts.MetricsURL))
+		}
+	}
+	if o.output != "text" && o.output != "json" {
+		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
+	}
+	if o.opts.Timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("-timeout %v: must be positive", o.opts.Timeout))
+	}
+	o.opts.OptIn = o.optIn.Selector()
+	return problems
+}
+
+// Main runs the checks and returns the exit code: ExitOK (no error), ExitFail or ExitUsage.
+func (c *Doctor) Main(args []string) int {
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	var o doctorOptions
+	fs := c.flags(&o)
+	if err := parseArgs(spec{name: "configmap-attacher doctor", usage: doctorUsage, fs: fs, validate: o.validate}, args, c.Stderr); err != nil {
+		return exitCode(err)
+	}
+	newClients := c.NewClients
+	if newClients == nil {
+		newClients = clientset.New
+	}
+	cl, err := newClients(o.client)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
+		return ExitFail
+	}
+	// The whole run has a deadline too: every call has its own, and there are at most a few
+	// hundred of them.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*o.opts.Timeout+time.Minute)
+	defer cancel()
+	rep := (&doctor.Doctor{Kube: cl.Kube, Meta: cl.Meta, Opts: o.opts}).Run(ctx)
+	if o.output == "json" {
+		if err := rep.WriteJSON(c.Stdout); err != nil {
+			fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
+			return ExitFail
+		}
+	} else {
+		rep.WriteText(c.Stdout)
+	}
+	if rep.Failed() {
+		return ExitFail
+	}
+	return ExitOK
+}
