@@ -220,6 +220,12 @@ soak: binaries
 	  go test ./test/soak/ -run '^TestSoak$$' -count=1 -v -timeout 90m
 
 ## docs: the flag tables of README.md and docs/*.md from the commands' flag sets (hack/docs;
-## `go run ./hack/docs -check` verifies them, as hack/docs TestDocsFlagTablesUpToDate does).
+## `go run ./hack/docs -check` verifies them, as hack/docs TestDocsFlagTablesUpToDate does), and
+## the chart's README.md from its values.yaml `# --` comments and README.md.gotmpl (helm-docs,
+## built once from the module proxy by hack/tool.sh; test/chart TestChartReadmeUpToDate
+## verifies it). HELM_DOCS_FLAGS are the flags the test runs helm-docs with, too.
+HELM_DOCS_VERSION ?= v1.14.2
+HELM_DOCS_FLAGS := --chart-search-root charts --sort-values-order file --skip-version-footer
 docs:
 	go run ./hack/docs
+	"$$(hack/tool.sh helm-docs github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION))" $(HELM_DOCS_FLAGS)

@@ -55,6 +55,17 @@ app.kubernetes.io/part-of: configmap-attacher
 {{- end }}
 {{- end }}
 
+{{/* The job label of the chart's own scrape, as prometheus-operator sets it: a ServiceMonitor's
+targets carry the Service's name, a PodMonitor's "<namespace>/<PodMonitor name>". The alerts'
+default selector; the dashboard selects the job with its variable instead. */}}
+{{- define "configmap-attacher.metricsJob" -}}
+{{- if .Values.podMonitor.enabled }}
+{{- printf "%s/%s" .Release.Namespace (include "configmap-attacher.fullname" .) }}
+{{- else }}
+{{- printf "%s-metrics" (include "configmap-attacher.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{/* Checks that fail the render with a message naming the value to fix: only those that
 depend on several values. What one value may be (types, enums, a non-empty selector, durations,
 unknown keys) is values.schema.json's, which helm checks before rendering. */}}
@@ -62,8 +73,11 @@ unknown keys) is values.schema.json's, which helm checks before rendering. */}}
 {{- if and .Values.rbac.create (eq .Values.rbac.scope "namespaces") (empty .Values.namespaces) }}
 {{- fail "rbac.scope: namespaces needs the list of watched namespaces in namespaces (a Role and RoleBinding is created in each)" }}
 {{- end }}
-{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) }}
-{{- fail "prometheusRule.enabled needs metrics.enabled" }}
+{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) (not .Values.podMonitor.enabled) }}
+{{- fail "prometheusRule.enabled needs metrics.enabled (the Service a ServiceMonitor scrapes) or podMonitor.enabled" }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
+{{- fail "serviceMonitor.enabled and podMonitor.enabled are mutually exclusive: both would scrape every pod, and every series would be counted twice. Keep one (podMonitor needs no metrics Service)" }}
 {{- end }}
 {{- if and .Values.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "serviceMonitor.enabled needs metrics.enabled" }}
