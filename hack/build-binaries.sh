@@ -94,6 +94,17 @@ helm_wrapper() {
   echo "$w"
 }
 
+# The Kubernetes version a helm binary assumes without a cluster (`helm template`'s default).
+helm_kube_default() { # helm binary
+  local d; d=$(mktemp -d)
+  mkdir -p "$d/c/templates"
+  printf 'apiVersion: v2\nname: c\nversion: 0.0.0\n' > "$d/c/Chart.yaml"
+  printf 'v: {{ .Capabilities.KubeVersion.Version }}\n' > "$d/c/templates/v.yaml"
+  HOME="$d" HELM_CACHE_HOME="$d/cache" HELM_CONFIG_HOME="$d/config" HELM_DATA_HOME="$d/data" \
+    "$1" template c "$d/c" 2>/dev/null | sed -n 's/^v: //p'
+  rm -rf "$d"
+}
+
 # Argo CD: `go install github.com/argoproj/argo-cd/v3/...@VERSION` fails on the module's replace
 # directives, so build from a writable copy of the module source as the main module (as for the
 # Rollouts controller). Nothing of Argo CD is kept in this repository: the copy lives in the
@@ -224,7 +235,21 @@ for c in "${comps[@]}"; do
     helm)
       w=$(helm_wrapper)
       out="$CACHE/helm-$HELM_VERSION"
+      # As helm's own Makefile: the Kubernetes version that `helm template` and `helm lint`
+      # assume without a cluster (and check the chart's kubeVersion against) is its client-go's
+      # (v0.N → 1.N). Without these flags it is v1.20.0, and a chart with kubeVersion
+      # >=1.34 renders with the released helm but not with this one.
+      kv=$(cd "$w" && go list -m -f '{{.Version}}' k8s.io/client-go); kv=${kv#v0.}; kv=${kv%%.*}
       ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      for p in chartutil lint/rules; do
+        ld="$ld -X helm.sh/helm/v3/pkg/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$p.k8sVersionMinor=$kv"
+      done
+      # A helm cached before these flags existed is rebuilt once (-trimpath keeps -ldflags out
+      # of the build info, so ask the binary).
+      if [ -x "$out/helm" ] && [ "$(helm_kube_default "$out/helm")" != "v1.$kv.0" ]; then
+        echo "helm: $out/helm assumes Kubernetes $(helm_kube_default "$out/helm"), not v1.$kv.0; rebuilding"
+        rm -f "$out/helm"
+      fi
       build helm "$out" "$CACHE/logs/helm-$HELM_VERSION.log" \
         bash -c "cd '$w' && go build -trimpath -ldflags '$ld' -o '$out/helm.tmp' helm.sh/helm/v3/cmd/helm && mv '$out/helm.tmp' '$out/helm'" ;;
     argocd)
