@@ -60,6 +60,7 @@ func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
 	fs.StringVar(&o.opts.PluginName, "plugin-name", o.opts.PluginName, "the stepPlugins entry's name")
 	fs.StringVar(&o.opts.ControllerNamespace, "controller-namespace", o.opts.ControllerNamespace, "namespace of the controller mode")
 	fs.StringVar(&o.opts.ControllerServiceAccount, "controller-service-account", o.opts.ControllerServiceAccount, "the controller mode's ServiceAccount (examples/controller.yaml's; the chart's is the release's full name)")
+	fs.BoolVar(&o.opts.LeaderElect, "leader-elect", true, "the controller runs with -leader-elect (false: its Lease is not checked)")
 	fs.StringVar(&o.opts.LeaseNamespace, "leader-election-namespace", "", "namespace of the controller's Lease (default: -controller-namespace)")
 	fs.StringVar(&o.opts.LeaseName, "leader-election-id", o.opts.LeaseName, "name of the controller's Lease (the chart's: the release's full name)")
 	fs.StringVar(&o.opts.MetricsURL, "metrics-url", "", "the controller's /metrics URL, e.g. http://cma-configmap-attacher-metrics.configmap-attacher.svc:8080/metrics (empty: not checked, a warning)")

@@ -116,8 +116,10 @@ type Options struct {
 
 	// The controller mode.
 	ControllerNamespace, ControllerServiceAccount string
-	LeaseNamespace, LeaseName                     string
-	MetricsURL                                    string
+	// LeaderElect: the controller runs with -leader-elect (its default); false skips the Lease.
+	LeaderElect               bool
+	LeaseNamespace, LeaseName string
+	MetricsURL                string
 
 	// The Job mode's ServiceAccount, in each of Namespaces.
 	JobServiceAccount string
@@ -147,6 +149,7 @@ func Defaults() Options {
 		ControllerNamespace:    "configmap-attacher",
 		// examples/controller.yaml's; the chart's is the release's full name (pass it).
 		ControllerServiceAccount: "configmap-attacher-controller",
+		LeaderElect:              true,
 		LeaseName:                "configmap-attacher",
 		JobServiceAccount:        "configmap-attacher-job",
 		Timeout:                  10 * time.Second,
@@ -204,7 +207,9 @@ func (d *Doctor) Run(ctx context.Context) *Report {
 	d.checkRBAC(ctx, r)
 	d.checkObjects(ctx, r)
 	if d.has(ModeController) {
-		d.checkLease(ctx, r)
+		if d.Opts.LeaderElect {
+			d.checkLease(ctx, r)
+		}
 		d.checkMetrics(ctx, r)
 	}
 	// Errors first, then warnings, then passes; within each, in the order checked.

@@ -348,3 +348,15 @@ func TestJSON(t *testing.T) {
 		}
 	}
 }
+
+// -leader-elect=false: a controller without leader election has no Lease to check; the same
+// missing Lease is an error with it (TestPlantedProblems/no_Lease).
+func TestNoLeaderElection(t *testing.T) {
+	s := healthy()
+	s.lease.Name = "other"
+	s.opts = func(o *Options) { o.LeaderElect = false }
+	rep, _ := s.run(t, ModeController)
+	if rep.Failed() || len(find(rep, OK, "controller/lease")) != 0 {
+		t.Errorf("the Lease was checked:\n%s", text(rep))
+	}
+}
