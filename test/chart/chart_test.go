@@ -51,14 +51,15 @@ func get(v any, path ...any) any {
 
 const releaseNS = "cma-chart"
 
-// render runs helm template with values (YAML) and returns the manifests.
+// render runs helm template with values (YAML) and returns the manifests `helm install`
+// applies: without the `helm test` hooks (templates/tests), which only `helm test` creates.
 func render(t *testing.T, values string) ([]obj, []byte, error) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := helm(t, "", "template", "rel", chartDir(), "-n", releaseNS, "-f", f)
+	out, err := helm(t, "", "template", "rel", chartDir(), "-n", releaseNS, "--skip-tests", "-f", f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -308,6 +309,25 @@ var combos = []struct {
 			t.Errorf("image %v, want repository@digest", img)
 		}
 	}},
+	// Scraped by a PodMonitor (no metrics Service): the alerts' default selector is its job.
+	{"podmonitor", "metrics: {enabled: false}\npodMonitor: {enabled: true, interval: 15s}\nprometheusRule: {enabled: true}\n", func(t *testing.T, objs []obj) {
+		pm := find(objs, "PodMonitor", releaseNS, "rel-configmap-attacher")
+		if pm == nil || get(pm, "spec", "podMetricsEndpoints", 0, "port") != "metrics" || get(pm, "spec", "podMetricsEndpoints", 0, "interval") != "15s" ||
+			get(pm, "spec", "selector", "matchLabels", "app.kubernetes.io/instance") != "rel" {
+			t.Errorf("PodMonitor %v: want the metrics port every 15s of the release's pods", pm)
+		}
+		for _, k := range []string{"ServiceMonitor", "Service"} {
+			for _, o := range objs {
+				if o.kind() == k {
+					t.Errorf("%s rendered with podMonitor and metrics.enabled false", o.key())
+				}
+			}
+		}
+		checkAlertSelectors(t, find(objs, "PrometheusRule", releaseNS, "rel-configmap-attacher"), `{job="`+releaseNS+`/rel-configmap-attacher"}`)
+	}},
+	// Every knob of the chart set at once (everyKnob): each appears where it should, and the
+	// apiserver takes the whole (server-side dry run, the monitoring objects against their CRDs).
+	{"every-knob", everyKnob, checkEveryKnob},
 	{"external-service-account-no-rbac", "serviceAccount: {create: false, name: preexisting}\nrbac: {create: false}\n", func(t *testing.T, objs []obj) {
 		for _, o := range objs {
 			if strings.Contains(o.kind(), "Role") || o.kind() == "ServiceAccount" {
@@ -377,15 +397,18 @@ func TestLint(t *testing.T) {
 
 // TestTemplateServerDryRun renders every combination, checks it, and applies it to the real
 // apiserver with a server-side dry run (schema validation of every object, the monitoring ones
-// against the prometheus-operator CRDs).
+// against the prometheus-operator CRDs: ServiceMonitor, PodMonitor, PrometheusRule).
 func TestTemplateServerDryRun(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	for _, f := range prometheusOperatorCRDs(t) {
+	crds := prometheusOperatorCRDs(t)
+	// The PodMonitor CRD from the same module and directory.
+	crds = append(crds, filepath.Join(filepath.Dir(crds[0]), "monitoring.coreos.com_podmonitors.yaml"))
+	for _, f := range crds {
 		if _, err := kubectl(c, nil, "apply", "--server-side", "-f", f); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, crd := range []string{"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"} {
+	for _, crd := range []string{"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com", "podmonitors.monitoring.coreos.com"} {
 		if _, err := kubectl(c, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd); err != nil {
 			t.Fatal(err)
 		}
@@ -433,6 +456,20 @@ func TestTemplateRejects(t *testing.T) {
 		"rbac: {job: {discovr: true}}\n":        "additional properties 'discovr' not allowed",
 		"image: {digest: latest}\n":             "at '/image/digest'",
 		"qps: 0\n":                              "at '/qps'",
+		// The knobs of issue 18.
+		"terminationGracePeriodSeconds: 30s\n":                           "at '/terminationGracePeriodSeconds': got string, want integer",
+		"topologySpreadConstraints: [{maxSkew: 1}]\n":                    "at '/topologySpreadConstraints/0': missing properties 'topologyKey', 'whenUnsatisfiable'",
+		"extraVolumes: [{configMap: {name: ca}}]\n":                      "at '/extraVolumes/0': missing property 'name'",
+		"extraVolumeMounts: [{name: ca}]\n":                              "at '/extraVolumeMounts/0': missing property 'mountPath'",
+		"extraObjects: [1]\n":                                            "at '/extraObjects/0': got number, want string or object",
+		"deploymentAnnotations: {a: 1}\n":                                "at '/deploymentAnnotations/a': got number, want string",
+		"serviceMonitor: {relabelings: {a: b}}\n":                        "at '/serviceMonitor/relabelings': got object, want array",
+		"podMonitor: {metricRelabelings: [drop]}\n":                      "at '/podMonitor/metricRelabelings/0': got string, want object",
+		"podMonitor: {enabled: \"yes\"}\n":                               "at '/podMonitor/enabled': got string, want boolean",
+		"networkPolicy: {metricsPodSelecter: {}}\n":                      "additional properties 'metricsPodSelecter' not allowed",
+		"networkPolicy: {egress: {to: []}}\n":                            "at '/networkPolicy/egress': got object, want array",
+		"serviceMonitor: {enabled: true}\npodMonitor: {enabled: true}\n": "serviceMonitor.enabled and podMonitor.enabled are mutually exclusive",
+		"metrics: {enabled: false}\nprometheusRule: {enabled: true}\n":   "prometheusRule.enabled needs metrics.enabled (the Service a ServiceMonitor scrapes) or podMonitor.enabled",
 	} {
 		_, _, err := render(t, values)
 		if err == nil || !strings.Contains(err.Error(), want) {
