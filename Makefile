@@ -192,7 +192,9 @@ bench: build
 ## cold start against -qps, RSS, reaction while 1 % of workloads roll per minute, API requests
 ## per minute, what etcd and kube-apiserver used, and the largest size split over two installs.
 ## Rewrites the generated part of docs/controller.md and docs/controller-scale.svg (raw JSON in
-## docs/controller-scale.json, from which `go test ./test/bench` checks the chart defaults). About
+## docs/controller-scale.json, from which `go test ./test/bench` checks the chart defaults; then
+## `make docs` and `CMA_UPDATE=1 go test ./test/chart -run 'TestExamplesFollowChart|TestKustomizeControllerBase'`
+## carry them into the chart README and the rendered examples). About
 ## 25 minutes on 2 CPUs. SCALE_SIZES=1000,10000 SCALE_CHURN=1m for less.
 SCALE_SIZES ?= 1000,10000,50000
 SCALE_CHURN ?= 2m

@@ -22,7 +22,8 @@ import (
 
 // The capacity model of the controller mode, from BenchmarkControllerScale's leaves: written
 // between the markers of docs/controller.md, as docs/controller-scale.svg, and as the memory
-// defaults of the Helm chart (values.yaml, its README) and examples/controller.yaml.
+// defaults of the Helm chart (values.yaml, its README's template; examples/controller.yaml is
+// the chart rendered, test/chart TestExamplesFollowChart).
 
 const (
 	envScaleDoc   = "CMA_BENCH_SCALE_DOC"   // docs/controller.md (its generated section)
@@ -193,8 +194,9 @@ var (
 )
 
 // resourceFiles are the files holding the memory defaults, relative to the module root.
-var resourceFiles = struct{ values, readme, example string }{
-	"charts/configmap-attacher/values.yaml", "charts/configmap-attacher/README.md", "examples/controller.yaml",
+// The README row is in README.md.gotmpl: README.md is generated from it (make docs).
+var resourceFiles = struct{ values, readme string }{
+	"charts/configmap-attacher/values.yaml", "charts/configmap-attacher/README.md.gotmpl",
 }
 
 func chartValuesBlock(md scaleModel) string {
@@ -219,17 +221,7 @@ func readmeRow(md scaleModel) string {
 		req, lim, md.predictCluster(sizingAt), sizingAt, md.predictCluster(2*sizingAt)*md.PeakRatio, 2*sizingAt, md.BaseMiB, md.PerRSKiB, md.PerUnrelatedKiB)
 }
 
-func exampleBlock(md scaleModel) string {
-	req, lim := md.chartResources()
-	return fmt.Sprintf(`          # The capacity model (docs/controller.md#capacity): %.0f MiB at %d ReplicaSets,
-          # %.0f MiB peak at %d. Larger clusters: the model, or split (docs/controller.md).
-          resources:
-            requests: {cpu: 20m, memory: %dMi}
-            limits: {memory: %dMi}
-          `, md.predictCluster(sizingAt), sizingAt, md.predictCluster(2*sizingAt)*md.PeakRatio, 2*sizingAt, req, lim)
-}
-
-// writeResources writes the model's memory defaults into the chart and the example.
+// writeResources writes the model's memory defaults into the chart (then make docs: README.md).
 func writeResources(md scaleModel) error {
 	edit := func(rel string, f func([]byte) ([]byte, error)) error {
 		p := filepath.Join(repoRoot(), rel)
@@ -244,9 +236,6 @@ func writeResources(md scaleModel) error {
 		return os.WriteFile(p, out, 0o644)
 	}
 	if err := edit(resourceFiles.values, func(b []byte) ([]byte, error) { return replaceResources(b, chartValuesBlock(md)) }); err != nil {
-		return err
-	}
-	if err := edit(resourceFiles.example, func(b []byte) ([]byte, error) { return replaceResources(b, exampleBlock(md)) }); err != nil {
 		return err
 	}
 	return edit(resourceFiles.readme, func(b []byte) ([]byte, error) {
