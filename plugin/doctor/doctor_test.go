@@ -59,7 +59,8 @@ func healthy() *setup {
 			Data: map[string]string{"stepPlugins": stepEntry}},
 		controller: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "argo-rollouts", Namespace: "argo-rollouts"},
 			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				InitContainers: []corev1.Container{installContainer()},
+				ServiceAccountName: "argo-rollouts",
+				InitContainers:     []corev1.Container{installContainer()},
 				Containers: []corev1.Container{{Name: "argo-rollouts", Image: "quay.io/argoproj/argo-rollouts:v1.10.2", SecurityContext: restrictedSC(),
 					VolumeMounts: []corev1.VolumeMount{{Name: "configmap-attacher-plugin", MountPath: "/home/argo-rollouts/plugins", ReadOnly: true}}}},
 				Volumes: []corev1.Volume{{Name: "configmap-attacher-plugin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -198,6 +199,9 @@ func TestPlantedProblems(t *testing.T) {
 		{"short sha256", []string{ModeStep}, func(s *setup) {
 			s.config.Data["stepPlugins"] = "- name: configmap-attacher/configmap-attacher\n  location: https://example.com/x\n  sha256: abc123\n"
 		}, "step/location", `sha256 "abc123" is not 64 hex`, "checksums.txt"},
+		{"other ServiceAccount", []string{ModeStep}, func(s *setup) {
+			s.controller.Spec.Template.Spec.ServiceAccountName = "rollouts-sa"
+		}, "step/controller", "runs as ServiceAccount rollouts-sa, not argo-rollouts", "-rollouts-service-account rollouts-sa"},
 		{"old Rollouts", []string{ModeStep}, func(s *setup) {
 			s.controller.Spec.Template.Spec.Containers[0].Image = "quay.io/argoproj/argo-rollouts:v1.7.2"
 		}, "step/version", "step plugins need v1.8 or newer", "upgrade Argo Rollouts"},
@@ -206,17 +210,17 @@ func TestPlantedProblems(t *testing.T) {
 		}, "step/pod-security", "enforce=restricted refuses the pod", "seccompProfile RuntimeDefault"},
 		{"missing RBAC verb", []string{ModeStep}, func(s *setup) {
 			s.denied[sa("argo-rollouts", "argo-rollouts")+" patch secrets shop"] = true
-		}, "rbac/step", "may not patch secrets (namespace shop)", "examples/rbac-step-plugin.yaml"},
+		}, "rbac/step", "in namespace shop may not patch secrets", "examples/rbac-step-plugin.yaml"},
 		{"OwnerReferencesPermissionEnforcement without delete", []string{ModeController}, func(s *setup) {
 			s.opts = func(o *Options) { o.OwnerReferencesEnforcement = true }
 			s.denied[sa("configmap-attacher", "configmap-attacher-controller")+" delete configmaps shop"] = true
-		}, "rbac/controller", "may not delete configmaps (namespace shop)", "examples/rbac-ownerreferences-enforcement.yaml"},
+		}, "rbac/controller", "in namespace shop may not delete configmaps", "examples/rbac-ownerreferences-enforcement.yaml"},
 		{"controller Lease verb", []string{ModeController}, func(s *setup) {
 			s.denied[sa("configmap-attacher", "configmap-attacher-controller")+" update leases configmap-attacher"] = true
-		}, "rbac/controller", "may not update leases.coordination.k8s.io (namespace configmap-attacher)", "Lease Role"},
+		}, "rbac/controller", "in namespace configmap-attacher may not update leases.coordination.k8s.io", "Lease Role"},
 		{"job RBAC", []string{ModeJob}, func(s *setup) {
 			s.denied[sa("shop", "configmap-attacher-job")+" get rollouts shop"] = true
-		}, "rbac/job", "may not get rollouts.argoproj.io (namespace shop)", "examples/job.yaml"},
+		}, "rbac/job", "in namespace shop may not get rollouts.argoproj.io", "examples/job.yaml"},
 		{"unlabelled referenced object", []string{ModeController}, func(s *setup) {
 			s.objects[1].(*corev1.ConfigMap).Labels = nil
 		}, "objects/opt-in", "revisioned (used by Deployment web) but does not match configmap-attacher/revisioned=true", "kubectl -n shop label configmap web-config-two configmap-attacher/revisioned=true"},

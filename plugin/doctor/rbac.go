@@ -118,7 +118,9 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report) {
 			if scope != "" {
 				where = "namespace " + scope
 			}
-			var missing []string
+			// Missing grants by where they are missing, in the order checked.
+			var wheres []string
+			missing := map[string][]string{}
 			checked := 0
 			for _, n := range d.needs(mode) {
 				target := scope
@@ -142,13 +144,19 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report) {
 						if n.own {
 							in = "namespace " + target
 						}
-						missing = append(missing, fmt.Sprintf("%s %s (%s)", verb, res, in))
+						if missing[in] == nil {
+							wheres = append(wheres, in)
+						}
+						missing[in] = append(missing[in], verb+" "+res)
 					}
 				}
 			}
-			if len(missing) > 0 {
-				r.problem(Error, "rbac/"+mode, user, "apply "+fix,
-					"may not %s", strings.Join(missing, ", "))
+			if len(wheres) > 0 {
+				var parts []string
+				for _, w := range wheres {
+					parts = append(parts, fmt.Sprintf("in %s may not %s", w, strings.Join(missing[w], ", ")))
+				}
+				r.problem(Error, "rbac/"+mode, user, "apply "+fix, "%s", strings.Join(parts, "; "))
 				continue
 			}
 			r.ok("rbac/"+mode, user, "may do all %d things the %s mode needs in %s", checked, mode, where)

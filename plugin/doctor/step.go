@@ -71,6 +71,12 @@ func (d *Doctor) checkStep(ctx context.Context, r *Report) {
 		return
 	}
 	ctr := rolloutsContainer(dep)
+	// The RBAC check asks about -rollouts-service-account: a controller running as another one
+	// would pass it and still be refused.
+	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != "" && sa != o.RolloutsServiceAccount {
+		r.problem(Error, "step/controller", depSubject, "pass -rollouts-service-account "+sa,
+			"runs as ServiceAccount %s, not %s (whose RBAC this run checks)", sa, o.RolloutsServiceAccount)
+	}
 	if entry != nil && strings.HasPrefix(entry.Location, "file://") {
 		d.checkFileLocation(r, dep, ctr, entry.Location)
 	}

@@ -329,10 +329,10 @@ func TestDoctor(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, nil,
-			[]string{"ERROR   rbac/step", "may not patch configmaps (namespace " + ns + ")", "list cronjobs.batch", "fix: apply examples/rbac-step-plugin.yaml"}},
+			[]string{"ERROR   rbac/step", "in namespace " + ns + " may not patch configmaps, patch secrets, list statefulsets.apps", "list cronjobs.batch", "fix: apply examples/rbac-step-plugin.yaml"}},
 		{"OwnerReferencesPermissionEnforcement without delete", func(t *testing.T) {}, func(t *testing.T) {},
 			[]string{"-mode", "step", "-ownerreferences-enforcement"},
-			[]string{"ERROR   rbac/step", "may not delete configmaps (namespace " + ns + "), delete secrets", "examples/rbac-ownerreferences-enforcement.yaml"}},
+			[]string{"ERROR   rbac/step", "in namespace " + ns + " may not delete configmaps, delete secrets", "examples/rbac-ownerreferences-enforcement.yaml"}},
 		{"unlabelled referenced object",
 			func(t *testing.T) {
 				patchConfigMap(t, cs, ns, "web-config-2", `{"metadata":{"labels":{"`+optIn+`":null}}}`)
@@ -366,6 +366,18 @@ func TestDoctor(t *testing.T) {
 	kubectlStdin(t, c, nil, "-n", ns, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "examples", "rbac-ownerreferences-enforcement.yaml"))
 	expect(t, bin, admin, 0, append(append([]string(nil), args...), "-mode", "step", "-ownerreferences-enforcement"), "0 error(s)")
 
+	// The Job mode: examples/job.yaml's ServiceAccount, Role and RoleBinding (not the Job) in
+	// the application namespace pass; without the Role every verb is missing.
+	jobRBAC := jobExampleRBAC(t)
+	kubectlStdin(t, c, jobRBAC, "-n", ns, "apply", "-f", "-")
+	jobArgs := []string{"-mode", "job", "-namespaces", ns}
+	expect(t, bin, admin, 0, jobArgs, "OK      rbac/job", "0 error(s)")
+	if err := cluster.Kubectl(c, "-n", ns, "delete", "role", "configmap-attacher-job"); err != nil {
+		t.Fatal(err)
+	}
+	out = expect(t, bin, admin, 1, jobArgs, "ERROR   rbac/job", "system:serviceaccount:"+ns+":configmap-attacher-job: in namespace "+ns+" may not get rollouts.argoproj.io, list rollouts.argoproj.io", "fix: apply examples/job.yaml's Role")
+	t.Logf("%s", firstErrors(out))
+
 	// Last: the controller dies without releasing its Lease (SIGKILL): the Lease goes stale
 	// (3 s) and the metrics endpoint is down.
 	cp.Kill()
@@ -373,6 +385,25 @@ func TestDoctor(t *testing.T) {
 	out = expect(t, bin, admin, 1, args, "2 error(s)", "ERROR   controller/lease", "but expired", "fix: the leader cannot renew",
 		"ERROR   controller/metrics", "does not answer")
 	t.Logf("%s", firstErrors(out))
+}
+
+// jobExampleRBAC is examples/job.yaml without its Job.
+func jobExampleRBAC(t *testing.T) []byte {
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, doc := range strings.Split(string(b), "\n---") {
+		var m struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind != "" && m.Kind != "Job" {
+			keep = append(keep, doc)
+		}
+	}
+	return []byte(strings.Join(keep, "\n---\n"))
 }
 
 // firstErrors is the ERROR lines of out with their fixes.
