@@ -99,11 +99,30 @@ func (a artifacts) helmCmd(args ...string) ([]byte, error) {
 // writes the gzip stream with a fixed header, so the same chart gives the same bytes (and the
 // same digest once `helm push`ed).
 func (a artifacts) chart() error {
-	if _, err := a.helmCmd("package", a.chartDir, "--version", stamp.ChartVersion(a.version), "--app-version", a.version, "-d", a.dist); err != nil {
+	// A copy with the version stamped into Chart.yaml: --version and --app-version set those
+	// two fields only, not the image tag of its artifacthub.io/images annotation.
+	tmp, err := os.MkdirTemp("", "release-chart-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, filepath.Base(a.chartDir))
+	if err := os.CopyFS(dir, os.DirFS(a.chartDir)); err != nil {
+		return fmt.Errorf("copying %s: %w", a.chartDir, err)
+	}
+	cy := filepath.Join(dir, "Chart.yaml")
+	b, err := os.ReadFile(cy)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(cy, stamp.Text("charts/configmap-attacher/Chart.yaml", b, a.version), 0o644); err != nil {
+		return err
+	}
+	if _, err := a.helmCmd("package", dir, "--version", stamp.ChartVersion(a.version), "--app-version", a.version, "-d", a.dist); err != nil {
 		return err
 	}
 	p := filepath.Join(a.dist, ChartFile(a.version))
-	b, err := os.ReadFile(p)
+	b, err = os.ReadFile(p)
 	if err != nil {
 		return fmt.Errorf("helm package wrote no %s: %w", p, err)
 	}
@@ -154,9 +173,10 @@ func NormaliseTgz(b []byte, t time.Time) ([]byte, error) {
 }
 
 // render is `helm template` of the packaged chart as release configmap-attacher in
-// namespace configmap-attacher.
+// namespace configmap-attacher, without the chart's `helm test` hooks (applied by kubectl
+// they would be ordinary objects and run at once).
 func (a artifacts) render(set ...string) ([]byte, error) {
-	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace}
+	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace, "--skip-tests"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
