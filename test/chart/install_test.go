@@ -56,6 +56,35 @@ func TestHelmInstall(t *testing.T) {
 			return fmt.Sprintf("rbac: {scope: namespaces}\nnamespaces: [%s]\n", app)
 		})
 	})
+	// The monitoring and extension knobs installed for real (not only a dry run): a PodMonitor
+	// instead of the ServiceMonitor, its alerts, a NetworkPolicy, a spread constraint, an extra
+	// volume and an extra object the volume names.
+	t.Run("podmonitor-networkpolicy-extras", func(t *testing.T) {
+		crds := prometheusOperatorCRDs(t)
+		for _, f := range append(crds, filepath.Join(filepath.Dir(crds[0]), "monitoring.coreos.com_podmonitors.yaml")) {
+			if _, err := kubectl(c, nil, "apply", "--server-side", "-f", f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, crd := range []string{"podmonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"} {
+			if _, err := kubectl(c, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ns string
+		helmInstall(t, c, bin, func(string) string {
+			return "podMonitor: {enabled: true}\nprometheusRule: {enabled: true}\n" +
+				"networkPolicy: {enabled: true, metricsNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}\n" +
+				"topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]\n" +
+				"extraVolumes: [{name: ca, configMap: {name: cma-ca}}]\nextraVolumeMounts: [{name: ca, mountPath: /etc/ssl/extra, readOnly: true}]\n" +
+				"extraObjects:\n  - |\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: {{ .Release.Name }}-ca, namespace: {{ .Release.Namespace }}}\n    data: {ca.crt: x}\n"
+		}, func(installed string) { ns = installed })
+		for _, res := range []string{"podmonitor/cma-configmap-attacher", "prometheusrule/cma-configmap-attacher", "networkpolicy/cma-configmap-attacher", "configmap/cma-ca"} {
+			if _, err := kubectl(c, nil, "-n", ns, "get", res); err != nil {
+				t.Errorf("after helm install: %v", err)
+			}
+		}
+	})
 }
 
 // TestHelmInstallWithoutRollouts: the chart's defaults on a control plane without the Rollout
@@ -78,8 +107,8 @@ func TestHelmInstallWithoutRollouts(t *testing.T) {
 }
 
 // helmInstall installs the chart with extraValues, runs its controller and checks it; it
-// returns the controller's log path.
-func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(app string) string) string {
+// returns the controller's log path. release, if given, is told the release's namespace.
+func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(app string) string, release ...func(ns string)) string {
 	cs := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -112,6 +141,9 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 
 	// helm install, as a user would (listeners on loopback: the binary runs on this host).
 	ns := c.Namespace(t)
+	for _, f := range release {
+		f(ns)
+	}
 	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
