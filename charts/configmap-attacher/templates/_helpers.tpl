@@ -56,7 +56,8 @@ app.kubernetes.io/part-of: configmap-attacher
 {{- end }}
 
 {{/* The job label of the chart's own scrape, as prometheus-operator sets it: a ServiceMonitor's
-targets carry the Service's name, a PodMonitor's "<namespace>/<PodMonitor name>". The alerts'
+targets carry the Service's name, a PodMonitor's "<namespace>/<PodMonitor name>" (prometheus-operator
+v0.85.0 pkg/prometheus/promcfg.go; a jobLabel or a relabeling of job changes it). The alerts'
 default selector; the dashboard selects the job with its variable instead. */}}
 {{- define "configmap-attacher.metricsJob" -}}
 {{- if .Values.podMonitor.enabled }}
