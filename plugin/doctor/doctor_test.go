@@ -159,6 +159,12 @@ func TestHealthyPasses(t *testing.T) {
 			t.Errorf("doctor sent %s secrets", v)
 		}
 	}
+	// A chart Argo CD renders carries Helm's label; Argo CD, not Helm, prunes it.
+	s := healthy()
+	s.objects[0].(*corev1.ConfigMap).Labels["app.kubernetes.io/managed-by"] = "Helm"
+	if rep, _ := s.run(t, ModeStep); rep.Failed() {
+		t.Errorf("an Argo CD-rendered Helm object was asked for helm.sh/resource-policy:\n%s", text(rep))
+	}
 	// The static ca-bundle is used by every revision: never asked to carry the label.
 	if strings.Contains(text(rep), "ca-bundle") {
 		t.Errorf("the static ca-bundle was reported:\n%s", text(rep))

@@ -188,8 +188,14 @@ func (d *Doctor) checkObjectsIn(ctx context.Context, r *Report, ns string) {
 // annotation keys are read; annotations are neither kept nor printed (a client-side applied
 // Secret's last-applied-configuration annotation holds its data).
 func (d *Doctor) checkPrune(r *Report, subject string, l, a map[string]string) {
+	argo := gitopsTools[0].detect(l, a)
 	for _, g := range gitopsTools {
 		if !g.detect(l, a) {
+			continue
+		}
+		if g.tool == "Helm" && argo {
+			// A chart Argo CD renders (helm template) carries Helm's labels, but Argo CD, not
+			// helm upgrade, prunes it: Argo CD's protection is the one that counts.
 			continue
 		}
 		ok, missing := g.protected(a)
