@@ -97,7 +97,8 @@ func TestArgoCDApplication(t *testing.T) {
 // does not allow fails its admission.
 func TestFluxHelmRelease(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	for _, d := range fluxCRDDirs(t) {
+	crdDirs, helmController := fluxCRDDirs(t)
+	for _, d := range crdDirs {
 		out, err := kubectl(c, nil, "kustomize", d)
 		if err != nil {
 			t.Fatal(err)
@@ -122,6 +123,38 @@ func TestFluxHelmRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := checkGitopsRelease(t, c, rel, "helm-controller")
+
+	// Flux renders with Helm 4's library: the same values give the same objects (so the dry
+	// run above holds for it), and a misspelt value fails there too.
+	h4, h4v := fluxHelmBin(t, helmController)
+	v3, err := renderGitopsRelease(t, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, err := renderGitopsReleaseWith(t, h4, rel)
+	if err != nil {
+		t.Fatalf("helm %s (helm-controller's): %v", h4v, err)
+	}
+	a, _ := withoutTestHooks(t, parseDocs(t, "helm "+HelmVersion, v3))
+	b, _ := withoutTestHooks(t, parseDocs(t, "helm "+h4v, v4))
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("helm %s and helm %s (helm-controller's) render different objects from the same values:\n%v\n%v", HelmVersion, h4v, keys(a), keys(b))
+	}
+	t.Run("planted-other-values-differ", func(t *testing.T) {
+		other := rel
+		other.values = map[string]any{}
+		for k, v := range rel.values {
+			other.values[k] = v
+		}
+		other.values["replicas"] = 3
+		out, err := renderGitopsReleaseWith(t, h4, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := withoutTestHooks(t, parseDocs(t, "helm "+h4v, out)); reflect.DeepEqual(a, c) {
+			t.Error("the comparison of the two renders cannot tell replicas 2 from 3")
+		}
+	})
 
 	// One set of values for both tools: the two examples say the same.
 	app, err := argoCDRelease("examples/argocd/application.yaml", readExample(t, filepath.Join(repoRoot(), "examples", "argocd", "application.yaml")))
@@ -180,6 +213,9 @@ func TestFluxHelmRelease(t *testing.T) {
 		}
 		if _, err := renderGitopsRelease(t, rel); err == nil || !strings.Contains(err.Error(), "additional properties 'replica' not allowed") {
 			t.Errorf("the chart rendered with a misspelt value (replica): %v", err)
+		}
+		if _, err := renderGitopsReleaseWith(t, h4, rel); err == nil || !strings.Contains(err.Error(), "additional properties 'replica' not allowed") {
+			t.Errorf("helm %s rendered the chart with a misspelt value (replica): %v", h4v, err)
 		}
 	})
 	t.Run("planted-wrong-source-kind", func(t *testing.T) {
@@ -384,13 +420,29 @@ func withoutTestHooks(t *testing.T, objs []obj) (kept []obj, hooks []string) {
 // checked first).
 func renderGitopsRelease(t *testing.T, rel gitopsRelease) (string, error) {
 	t.Helper()
+	return renderGitopsReleaseWith(t, helmBin(t), rel)
+}
+
+// renderGitopsReleaseWith is renderGitopsRelease with the helm binary bin (an isolated HOME:
+// no repositories, no plugins).
+func renderGitopsReleaseWith(t *testing.T, bin string, rel gitopsRelease) (string, error) {
+	t.Helper()
 	b, err := json.Marshal(rel.values)
 	if err != nil {
 		return "", err
 	}
-	f := filepath.Join(t.TempDir(), "values.json")
+	home := t.TempDir()
+	f := filepath.Join(home, "values.json")
 	writeFile(t, f, string(b))
-	return helm(t, "", "template", rel.name, chartDir(), "-n", rel.ns, "-f", f)
+	cmd := exec.Command(bin, "template", rel.name, chartDir(), "-n", rel.ns, "-f", f)
+	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s template: %v\n%s", bin, err, stderr.String())
+	}
+	return stdout.String(), nil
 }
 
 // gitopsDryRun applies manifests with a server-side dry run (a field the CRD's schema does not
@@ -426,25 +478,56 @@ var fluxReleaseURL = regexp.MustCompile(`https://github\.com/fluxcd/(helm-contro
 // fluxCRDDirs returns the config/crd kustomizations of the helm-controller and
 // source-controller releases Flux FluxVersion installs (its manifests/crds/kustomization.yaml
 // names them), from those controllers' root modules.
-func fluxCRDDirs(t *testing.T) []string {
+func fluxCRDDirs(t *testing.T) (dirs []string, helmController string) {
 	t.Helper()
 	flux := gitopsModuleDir(t, "github.com/fluxcd/flux2/v2@"+FluxVersion)
 	b, err := os.ReadFile(filepath.Join(flux, "manifests", "crds", "kustomization.yaml"))
 	if err != nil {
 		t.Fatalf("flux2 %s: %v", FluxVersion, err)
 	}
-	var dirs []string
 	for _, m := range fluxReleaseURL.FindAllStringSubmatch(string(b), -1) {
-		d := filepath.Join(gitopsModuleDir(t, "github.com/fluxcd/"+m[1]+"@"+m[2]), "config", "crd")
+		mod := gitopsModuleDir(t, "github.com/fluxcd/"+m[1]+"@"+m[2])
+		if m[1] == "helm-controller" {
+			helmController = mod
+		}
+		d := filepath.Join(mod, "config", "crd")
 		if _, err := os.Stat(filepath.Join(d, "kustomization.yaml")); err != nil {
 			t.Fatalf("%s %s carries no config/crd/kustomization.yaml: %v", m[1], m[2], err)
 		}
 		dirs = append(dirs, d)
 	}
-	if len(dirs) != 2 {
+	if len(dirs) != 2 || helmController == "" {
 		t.Fatalf("flux2 %s manifests/crds/kustomization.yaml names %d of helm-controller and source-controller:\n%s", FluxVersion, len(dirs), b)
 	}
-	return dirs
+	return dirs, helmController
+}
+
+// helmLibrary is the Helm requirement in a go.mod.
+var helmLibrary = regexp.MustCompile(`(?m)^\s*helm\.sh/helm/(v[34]) (v[0-9]+\.[0-9]+\.[0-9]+)\s*$`)
+
+// fluxHelmBin is the helm CLI of the Helm library helm-controller links (its go.mod's
+// helm.sh/helm requirement: Helm 4 for helm-controller v1.6.4), built once from the module
+// proxy by hack/tool.sh into <CacheDir>/tools/helm-<version>/ (minutes the first time). Flux
+// renders the chart with that library, not with the helm v3 the other chart tests use.
+func fluxHelmBin(t *testing.T, helmController string) (bin, version string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(helmController, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := helmLibrary.FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("%s/go.mod requires no helm.sh/helm", helmController)
+	}
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "tool.sh"), "helm", "helm.sh/helm/"+m[1]+"/cmd/helm@"+m[2])
+	cmd.Env = append(os.Environ(), "CMA_CACHE="+cluster.CacheDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		cluster.SkipOrFail(t, fmt.Errorf("%w: building helm %s with hack/tool.sh: %v: %s", cluster.ErrUnavailable, m[2], err, stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), m[2]
 }
 
 // gitopsModuleDir is module@version's directory in the module cache, downloaded through the
@@ -453,7 +536,12 @@ func gitopsModuleDir(t *testing.T, modVersion string) string {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", modVersion)
 	cmd.Dir = repoRoot()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if err != nil {
+		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
 	var m struct{ Dir, Error string }
 	if err == nil {
 		err = json.Unmarshal(out, &m)
