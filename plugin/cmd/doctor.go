@@ -158,7 +158,7 @@ func (c *Doctor) Main(args []string) int {
 	// hundred of them.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*o.opts.Timeout+time.Minute)
 	defer cancel()
-	rep := (&doctor.Doctor{Kube: cl.Kube, Meta: cl.Meta, Opts: o.opts}).Run(ctx)
+	rep := (&doctor.Doctor{Kube: cl.Kube, Meta: cl.Meta, Rollouts: cl.Rollouts, Opts: o.opts}).Run(ctx)
 	if o.output == "json" {
 		if err := rep.WriteJSON(c.Stdout); err != nil {
 			fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -162,7 +163,9 @@ type Doctor struct {
 	Kube kubernetes.Interface
 	// Meta reads ConfigMaps and Secrets as metadata only: their data never enters the process.
 	Meta metadata.Interface
-	Opts Options
+	// Rollouts lists Rollouts for their plugin steps (-mode step; nil: not checked).
+	Rollouts rolloutsclient.Interface
+	Opts     Options
 }
 
 func (d *Doctor) has(mode string) bool {

@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 )
@@ -38,6 +41,7 @@ type setup struct {
 	metricsBody   string
 	metricsStatus int
 	opts          func(*Options)
+	rollouts      []runtime.Object
 }
 
 const stepEntry = `- name: configmap-attacher/configmap-attacher
@@ -114,8 +118,15 @@ func (s *setup) run(t *testing.T, modes ...string) (*Report, []k8stesting.Action
 	if s.opts != nil {
 		s.opts(&o)
 	}
-	rep := (&Doctor{Kube: kube, Meta: fakemeta.New(kube), Opts: o}).Run(context.Background())
+	rep := (&Doctor{Kube: kube, Meta: fakemeta.New(kube), Rollouts: rolloutsfake.NewSimpleClientset(s.rollouts...), Opts: o}).Run(context.Background())
 	return rep, kube.Actions()
+}
+
+// stepRollout is Rollout shop/web whose first canary step is our plugin with config.
+func stepRollout(config string) *v1alpha1.Rollout {
+	return &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: []v1alpha1.CanaryStep{
+			{Plugin: &v1alpha1.PluginStep{Name: "configmap-attacher/configmap-attacher", Config: []byte(config)}}}}}}}
 }
 
 func text(r *Report) string {
@@ -164,6 +175,12 @@ func TestHealthyPasses(t *testing.T) {
 	s.objects[0].(*corev1.ConfigMap).Labels["app.kubernetes.io/managed-by"] = "Helm"
 	if rep, _ := s.run(t, ModeStep); rep.Failed() {
 		t.Errorf("an Argo CD-rendered Helm object was asked for helm.sh/resource-policy:\n%s", text(rep))
+	}
+	// A step naming an opted-in object is fine.
+	s = healthy()
+	s.rollouts = append(s.rollouts, stepRollout(`{"configMaps": ["web-config-one"]}`))
+	if rep, _ := s.run(t, ModeStep); rep.Failed() {
+		t.Errorf("a step naming an opted-in object:\n%s", text(rep))
 	}
 	// The static ca-bundle is used by every revision: never asked to carry the label.
 	if strings.Contains(text(rep), "ca-bundle") {
@@ -236,6 +253,15 @@ func TestPlantedProblems(t *testing.T) {
 			s.replicaSets[0].Spec.Template.Spec.Volumes[0].ConfigMap.Name = "web-config-5fk2hmc7tb"
 			s.objects = append(s.objects, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config-5fk2hmc7tb", Namespace: "shop"}})
 		}, "objects/opt-in", "ConfigMap shop/web-config-5fk2hmc7tb", "label it"},
+		{"unlabelled object a step names", []string{ModeStep}, func(s *setup) {
+			// No ReplicaSet uses it yet (the canary's does not exist): the step's list says it
+			// is revisioned, and --require-opt-in fails the step on it.
+			s.objects = append(s.objects, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-secret", Namespace: "shop"}})
+			s.rollouts = append(s.rollouts, stepRollout(`{"secrets": ["web-secret"]}`))
+		}, "objects/opt-in", "Secret shop/web-secret: revisioned (used by Rollout web)", "kubectl -n shop label secret web-secret"},
+		{"step config the step refuses", []string{ModeStep}, func(s *setup) {
+			s.rollouts = append(s.rollouts, stepRollout(`{"configmaps": ["web-config-two"]}`))
+		}, "objects/step-config", "Rollout shop/web step 0: the step fails on its config", "docs/step.md#config-fields"},
 		{"Flux without prune protection", []string{ModeController}, func(s *setup) {
 			s.objects[0].(*corev1.ConfigMap).Annotations = nil
 			s.objects[0].(*corev1.ConfigMap).Labels["kustomize.toolkit.fluxcd.io/name"] = "web"

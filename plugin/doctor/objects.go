@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -139,6 +140,20 @@ func (d *Doctor) checkObjectsIn(ctx context.Context, r *Report, ns string) {
 			}
 		}
 	}
+	// The objects the Rollouts' plugin steps name are revisioned by the author's word (and,
+	// under --require-opt-in, fail the step without the label).
+	for o, ros := range d.stepObjects(ctx, r, ns) {
+		if revisioned[o.ns] == nil {
+			revisioned[o.ns] = map[plugin.Object]bool{}
+		}
+		revisioned[o.ns][o.obj] = true
+		if users[o.ns] == nil {
+			users[o.ns] = map[plugin.Object][]string{}
+		}
+		if len(users[o.ns][o.obj]) == 0 {
+			users[o.ns][o.obj] = ros
+		}
+	}
 	checked := 0
 	for _, kind := range []plugin.Kind{plugin.KindConfigMap, plugin.KindSecret} {
 		res := "configmaps"
@@ -212,6 +227,57 @@ func (d *Doctor) checkPrune(r *Report, subject string, l, a map[string]string) {
 		}
 		r.problem(sev, "objects/prune", subject, g.fix, msg, g.tool, missing)
 	}
+}
+
+type nsObject struct {
+	ns  string
+	obj plugin.Object
+}
+
+// stepObjects reads the config of every plugin step of our plugin in the namespace's Rollouts
+// (with the core's own parser: a config the step would refuse is an error here) and returns the
+// objects they name, with the Rollouts naming each.
+func (d *Doctor) stepObjects(ctx context.Context, r *Report, ns string) map[nsObject][]string {
+	if d.Rollouts == nil || !d.has(ModeStep) {
+		return nil
+	}
+	where := "every namespace"
+	if ns != "" {
+		where = "namespace " + ns
+	}
+	cctx, cancel := d.call(ctx)
+	list, err := d.Rollouts.ArgoprojV1alpha1().Rollouts(ns).List(cctx, metav1.ListOptions{})
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return nil // the Rollout CRD is not installed: no steps
+	}
+	if err != nil {
+		r.problem(Error, "objects/step-config", where, "grant the identity running doctor list on rollouts.argoproj.io", "cannot list Rollouts: %v", err)
+		return nil
+	}
+	out := map[nsObject][]string{}
+	for i := range list.Items {
+		ro := &list.Items[i]
+		if ro.Spec.Strategy.Canary == nil {
+			continue
+		}
+		for n, step := range ro.Spec.Strategy.Canary.Steps {
+			if step.Plugin == nil || step.Plugin.Name != d.Opts.PluginName {
+				continue
+			}
+			subject := fmt.Sprintf("Rollout %s/%s step %d", ro.Namespace, ro.Name, n)
+			cfg, err := plugin.ParseConfig(step.Plugin.Config)
+			if err != nil {
+				r.problem(Error, "objects/step-config", subject, "fix the step's config (docs/step.md#config-fields)", "the step fails on its config: %v", err)
+				continue
+			}
+			for _, o := range cfg.Objects() {
+				k := nsObject{ro.Namespace, o}
+				out[k] = append(out[k], "Rollout "+ro.Name)
+			}
+		}
+	}
+	return out
 }
 
 // objectsOf is every ConfigMap and Secret a ReplicaSet's pod template uses (the core's walker).
