@@ -349,6 +349,30 @@ func TestDoctor(t *testing.T) {
 				patchConfigMap(t, cs, ns, "web-config-1", `{"metadata":{"labels":{"kustomize.toolkit.fluxcd.io/name":null}}}`)
 			}, nil,
 			[]string{"ERROR   objects/prune", "tracked by Flux without kustomize.toolkit.fluxcd.io/prune: disabled", "fix: annotate it (at its source) kustomize.toolkit.fluxcd.io/prune: disabled"}},
+		{"step config the step refuses",
+			func(t *testing.T) {
+				kubectlStdin(t, c, []byte(stepRolloutYAML(`{"configmaps": ["web-config-2"]}`)), "-n", ns, "apply", "-f", "-")
+			},
+			func(t *testing.T) {
+				if err := cluster.Kubectl(c, "-n", ns, "delete", "rollout", "api"); err != nil {
+					t.Fatal(err)
+				}
+			}, nil,
+			[]string{"ERROR   objects/step-config", "Rollout " + ns + "/api step 0: the step fails on its config", `"configmaps"`, "fix: fix the step's config"}},
+		{"unlabelled object a step names",
+			func(t *testing.T) {
+				if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api-secret-1"},
+					StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				kubectlStdin(t, c, []byte(stepRolloutYAML(`{"configMaps": ["web-config-2"], "secrets": ["api-secret-1"]}`)), "-n", ns, "apply", "-f", "-")
+			},
+			func(t *testing.T) {
+				if err := cluster.Kubectl(c, "-n", ns, "delete", "rollout", "api"); err != nil {
+					t.Fatal(err)
+				}
+			}, nil,
+			[]string{"ERROR   objects/opt-in", "Secret " + ns + "/api-secret-1: revisioned (used by Rollout api)", "kubectl -n " + ns + " label secret api-secret-1"}},
 		{"metrics endpoint of another process", func(t *testing.T) {}, func(t *testing.T) {},
 			[]string{"-metrics-url", cp.HealthURL + "/readyz"},
 			[]string{"ERROR   controller/metrics", "without a configmap_attacher_controller_* series"}},
@@ -385,6 +409,27 @@ func TestDoctor(t *testing.T) {
 	out = expect(t, bin, admin, 1, args, "2 error(s)", "ERROR   controller/lease", "but expired", "fix: the leader cannot renew",
 		"ERROR   controller/metrics", "does not answer")
 	t.Logf("%s", firstErrors(out))
+}
+
+// stepRolloutYAML is Rollout api whose first canary step is the plugin with config (JSON). No
+// Rollouts controller runs: it is only read.
+func stepRolloutYAML(config string) string {
+	return `apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: api}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: app, image: registry.invalid/api:1}]}
+  strategy:
+    canary:
+      steps:
+        - plugin:
+            name: configmap-attacher/configmap-attacher
+            config: ` + config + `
+`
 }
 
 // jobExampleRBAC is examples/job.yaml without its Job.
