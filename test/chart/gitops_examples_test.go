@@ -92,9 +92,10 @@ func TestArgoCDApplication(t *testing.T) {
 // helm-controller and source-controller root modules) in a server-side dry run; the
 // OCIRepository names the chart where the release publishes it, at the chart's version, and
 // the HelmRelease refers to it; the chart rendered with exactly the HelmRelease's releaseName,
-// targetNamespace and values applies to the real apiserver; and the values are
-// examples/argocd's. Planted faults: a misspelt value fails the render, a source kind the CRD
-// does not allow fails its admission.
+// targetNamespace and values applies to the real apiserver, and helm-controller's own Helm
+// (v4, fluxHelmBin) renders the same objects; and the values are examples/argocd's. Planted
+// faults: a misspelt value fails both renders, other values make the renders differ, a source
+// kind the CRD does not allow fails its admission.
 func TestFluxHelmRelease(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
 	crdDirs, helmController := fluxCRDDirs(t)
@@ -151,7 +152,7 @@ func TestFluxHelmRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c, _ := withoutTestHooks(t, parseDocs(t, "helm "+h4v, out)); reflect.DeepEqual(a, c) {
+		if d, _ := withoutTestHooks(t, parseDocs(t, "helm "+h4v, out)); reflect.DeepEqual(a, d) {
 			t.Error("the comparison of the two renders cannot tell replicas 2 from 3")
 		}
 	})
