@@ -1,10 +1,17 @@
-// Command release writes dist/install.md for a release: what a platform engineer pastes to
-// install the plugin — the argo-rollouts-config entry for each linux architecture with the real
-// sha256 of its binary (from checksums.txt, verified against the files), the image by digest
-// (the multi-arch index hack/image printed), and the values for the argo-helm argo-rollouts
-// chart. `make release` runs it after building the binaries and the image:
+// Command release writes what `make release` puts in dist/ after the binaries and the image
+// (docs/release.md lists it): install.md, what a platform engineer pastes to install the
+// plugin — the argo-rollouts-config entry for each linux architecture with the real sha256 of
+// its binary (from checksums.txt, verified against the files), the image by digest (the
+// multi-arch index hack/image printed), and the values for the argo-helm argo-rollouts chart;
+// with -helm and -cyclonedx-gomod also the chart packaged (normalised to be reproducible),
+// install.yaml and install-namespaced.yaml, the Kustomize base, the SBOMs, the version's
+// changelog section and checksums.txt of every file:
 //
-//	go run ./hack/release -dist dist -version v1.0.0 -image ghcr.io/configmap-attacher/configmap-attacher
+//	go run ./hack/release -dist dist -version v1.0.0 -image ghcr.io/configmap-attacher/configmap-attacher \
+//	    -helm ~/.cache/configmap-attacher/helm-v3.22.0/helm -cyclonedx-gomod "$(hack/tool.sh cyclonedx-gomod ...)"
+//
+// `check-version [-want vX.Y.Z]` and `set-version vX.Y.Z` check and rewrite the version's
+// mentions in the tree against hack/release/VERSION (hack/release/stamp).
 package main
 
 import (

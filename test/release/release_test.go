@@ -1,7 +1,10 @@
-// Package release tests `make release`: the linux binaries are reproducible (a second build in
-// another directory with an empty Go build cache gives the same sha256, and the same image
-// index digest), and dist/install.md carries the real sha256 of each linux binary, the image by
-// its digest and the argo-helm values.
+// Package release tests `make release`: dist/ is reproducible (a second build in another
+// directory, with another HOME and TZ and an empty Go build cache, gives every file byte for
+// byte: binaries, image layout, chart, manifests, SBOMs), dist/install.md carries the real
+// sha256 of each linux binary, the image by its digest and the argo-helm values, the chart has
+// the release's version, the manifests and the Kustomize base apply to the real apiserver
+// (server-side dry run), the SBOMs name the main module at the version, and
+// hack/release/publish.sh --dry-run prints the pushes and signatures of dist/'s digests.
 package release
 
 import (
@@ -15,14 +18,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 const (
@@ -40,56 +42,62 @@ func TestReleaseReproducible(t *testing.T) {
 	}
 	root := moduleRoot(t)
 	tmp := t.TempDir()
+	// Both builds share the module cache (the Go toolchain and the sources, checked against
+	// go.sum) and the tool cache (helm, cyclonedx-gomod: built once from the module proxy);
+	// what they must not share is the build cache, the path, HOME and TZ.
+	shared := []string{"GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "CMA_CACHE=" + cluster.CacheDir()}
+
+	// One snapshot of the working tree for both builds: the checkout is shared, and a file
+	// edited between the two copies would make them differ.
+	src := filepath.Join(tmp, "src")
+	copyTree(t, root, src)
 
 	// Build 1: the module as it is, with the usual build cache.
 	a := filepath.Join(tmp, "a")
-	copyTree(t, root, a)
+	copyTree(t, src, a)
 	start := time.Now()
-	makeTarget(t, a, "release", nil)
+	makeTarget(t, a, "release", shared)
 	t.Logf("build 1 (warm cache) in %s", time.Since(start).Round(time.Millisecond))
 
-	// Build 2: another path, another HOME and TZ, and an empty build cache: every package of
-	// the two linux binaries, the standard library included, is compiled again (only the
-	// binaries: the image index of build 2's binaries is assembled in process below).
+	// Build 2: another path, another HOME and TZ, and an empty build cache: every package, the
+	// standard library and hack/image's and hack/release's dependencies included, is compiled
+	// again, and every artifact is made again.
 	b := filepath.Join(tmp, "b", "elsewhere")
-	copyTree(t, root, b)
+	copyTree(t, src, b)
 	start = time.Now()
-	makeTarget(t, b, "release-binaries", []string{"GOCACHE=" + filepath.Join(tmp, "gocache"), "HOME=" + filepath.Join(tmp, "home"), "TZ=Pacific/Kiritimati"})
-	t.Logf("build 2 (empty cache, other path) in %s", time.Since(start).Round(time.Millisecond))
+	makeTarget(t, b, "release", append(shared, "GOCACHE="+filepath.Join(tmp, "gocache"), "HOME="+filepath.Join(tmp, "home"), "TZ=Pacific/Kiritimati"))
+	t.Logf("build 2 (empty cache, other path, HOME and TZ) in %s", time.Since(start).Round(time.Millisecond))
 
-	sumsA, sumsB := readSums(t, filepath.Join(a, "dist")), readSums(t, filepath.Join(b, "dist"))
-	var platforms []build.Platform
+	distA, distB := filepath.Join(a, "dist"), filepath.Join(b, "dist")
+	filesA := distFiles(t, distA)
+	for _, d := range compareDists(filesA, distFiles(t, distB)) {
+		t.Errorf("dist/ not reproducible: %s", d)
+	}
+	t.Logf("dist/: %d files, byte-identical in both builds", len(filesA))
+
+	sumsA := readSums(t, distA)
 	for _, arch := range archs {
-		full, step := "configmap-attacher-linux-"+arch, "configmap-attacher-step-linux-"+arch
-		for _, n := range []string{full, step} {
-			if sumsA[n] == "" || sumsA[n] != sumsB[n] {
-				t.Errorf("%s: sha256 %q then %q: not reproducible", n, sumsA[n], sumsB[n])
-			}
-			for _, d := range []string{a, b} {
-				if got := fileSHA(t, filepath.Join(d, "dist", n)); got != sumsA[n] {
-					t.Errorf("%s/dist/%s: sha256 %s, checksums.txt says %s", d, n, got, sumsA[n])
-				}
+		for _, n := range []string{"configmap-attacher-linux-" + arch, "configmap-attacher-step-linux-" + arch} {
+			if got := fileSHA(t, filepath.Join(distA, n)); sumsA[n] == "" || got != sumsA[n] {
+				t.Errorf("dist/%s: sha256 %s, checksums.txt says %q", n, got, sumsA[n])
 			}
 		}
-		platforms = append(platforms, build.Platform{Arch: arch, Binary: filepath.Join(b, "dist", full), StepBinary: filepath.Join(b, "dist", step)})
 	}
-	digestA := strings.TrimSpace(readFile(t, filepath.Join(a, "dist", "configmap-attacher-image.oci.digest")))
-	n, _ := strconv.ParseInt(epoch, 10, 64)
-	idxB, err := build.BuildIndex(build.Options{Version: version, Revision: revision, Created: time.Unix(n, 0)}, platforms)
-	if err != nil {
-		t.Fatal(err)
+	digestA := strings.TrimSpace(readFile(t, filepath.Join(distA, "configmap-attacher-image.oci.digest")))
+	if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(digestA) {
+		t.Fatalf("image index digest %q", digestA)
 	}
-	digestB, err := idxB.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(digestA) || digestA != digestB.String() {
-		t.Errorf("image index digest %q (make release) then %q (build 2's binaries): not reproducible", digestA, digestB)
-	}
-
-	checkInstallMD(t, readFile(t, filepath.Join(a, "dist", "install.md")), sumsA, digestA)
+	checkInstallMD(t, readFile(t, filepath.Join(distA, "install.md")), sumsA, digestA)
 	t.Logf("linux/amd64 %s (step %s), linux/arm64 %s (step %s), index %s", sumsA["configmap-attacher-linux-amd64"], sumsA["configmap-attacher-step-linux-amd64"],
 		sumsA["configmap-attacher-linux-arm64"], sumsA["configmap-attacher-step-linux-arm64"], digestA)
+
+	t.Run("planted-faults", func(t *testing.T) { checkPlantedFaults(t, distA, filesA) })
+	t.Run("checksums", func(t *testing.T) { checkChecksums(t, distA, filesA) })
+	t.Run("chart", func(t *testing.T) { checkChart(t, distA) })
+	t.Run("sboms", func(t *testing.T) { checkSBOMs(t, distA, sumsA, digestA) })
+	t.Run("changelog", func(t *testing.T) { checkChangelog(t, src, distA) })
+	t.Run("publish-dry-run", func(t *testing.T) { checkPublish(t, root, distA, digestA) })
+	t.Run("manifests", func(t *testing.T) { checkManifests(t, distA, digestA) })
 }
 
 // checkInstallMD checks every YAML block of install.md: the stepPlugins entries carry each
@@ -196,7 +204,7 @@ func makeTarget(t *testing.T, dir, target string, env []string) {
 	t.Helper()
 	cmd := exec.Command("make", target, "PLATFORMS=linux/amd64 linux/arm64", "VERSION="+version, "REVISION="+revision)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch), env...)
+	cmd.Env = append(append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch, "GOTOOLCHAIN=go1.26.11"), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make %s in %s: %v\n%s", target, dir, err, out)
 	}
