@@ -81,7 +81,8 @@ func (a artifacts) helmCmd(args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(home)
+	// A temporary directory left behind is harmless; the release does not depend on it.
+	defer func() { _ = os.RemoveAll(home) }()
 	cmd := exec.Command(a.helm, args...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
@@ -105,7 +106,7 @@ func (a artifacts) chart() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	dir := filepath.Join(tmp, filepath.Base(a.chartDir))
 	if err := os.CopyFS(dir, os.DirFS(a.chartDir)); err != nil {
 		return fmt.Errorf("copying %s: %w", a.chartDir, err)

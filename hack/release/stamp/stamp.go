@@ -8,7 +8,8 @@
 //
 // A mention is found by what precedes it (the image's repository, the download path, ...), and
 // the value is everything up to the next delimiter, so a tag that is not a version at all
-// (`:latest`, `?ref=main`) is reported as a mismatch rather than left unnoticed.
+// (`:latest`, `?ref=main`) is reported as a mismatch rather than left unnoticed. A
+// placeholder in prose (`…/configmap-attacher:<tag>`) is no image mention.
 package stamp
 
 import (
@@ -54,7 +55,7 @@ type Rule struct {
 var Rules = []Rule{
 	{Name: "chart version", RE: regexp.MustCompile(`(?m)^version: *(\S*)\s*$`), Chart: true, Files: []string{"charts/configmap-attacher/Chart.yaml"}},
 	{Name: "chart appVersion", RE: regexp.MustCompile(`(?m)^appVersion: *"?([^"\s]*)"?\s*$`), Files: []string{"charts/configmap-attacher/Chart.yaml"}},
-	{Name: "image tag", RE: regexp.MustCompile(`ghcr\.io/configmap-attacher/configmap-attacher:([^\s"'@)<>` + "`" + `]*)`), Files: scanned},
+	{Name: "image tag", RE: regexp.MustCompile(`ghcr\.io/configmap-attacher/configmap-attacher:([^\s"'@)<>` + "`" + `]+)`), Files: scanned},
 	{Name: "release download", RE: regexp.MustCompile(`github\.com/configmap-attacher/configmap-attacher/releases/download/([^/\s]*)/`), Files: scanned},
 	{Name: "remote base ref", RE: regexp.MustCompile(`github\.com/configmap-attacher/configmap-attacher//[^?\s]*\?ref=([^\s&"')` + "`" + `]*)`), Files: scanned},
 	{Name: "mirror download", RE: regexp.MustCompile(`artifacts\.example\.com/configmap-attacher/([^/\s]*)/`), Files: scanned},
