@@ -59,7 +59,7 @@ chart_ref="${CHART_REPO#oci://}/configmap-attacher"
 if [ $dry -eq 1 ]; then
   run "$HELM" push "$chart" "$CHART_REPO"
   # helm's manifest carries a creation time, so its digest is known only once pushed.
-  chart_digest='$CHART_DIGEST'
+  chart_digest=DIGEST-PRINTED-BY-HELM-PUSH
 else
   out=$("$HELM" push "$chart" "$CHART_REPO" 2>&1) || fail "helm push: $out"
   echo "+ $HELM push $chart $CHART_REPO"; echo "$out"
