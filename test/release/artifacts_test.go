@@ -20,6 +20,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/configmap-attacher/configmap-attacher/hack/release/stamp"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -441,5 +442,48 @@ func writeTestFile(t *testing.T, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkSetVersion bumps a copy of the tree with make set-version and checks what the unit test
+// of hack/release/stamp cannot: the chart rendered by the real helm after the bump is the
+// chart rendered before it with every mention stamped, so the generated Kustomize base
+// (examples/kustomize/controller/install.yaml) stays the chart's output; make check-version
+// agrees, and with the tag as VERSION it refuses a changelog without the tag's section.
+func checkSetVersion(t *testing.T, src string) {
+	const nv = "v1.2.3-rc.1"
+	dir := filepath.Join(t.TempDir(), "tree")
+	copyTree(t, src, dir)
+	mk := func(args ...string) (string, error) {
+		cmd := exec.Command("make", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=go1.26.11")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := mk("set-version", "VERSION="+nv); err != nil {
+		t.Fatalf("make set-version: %v\n%s", err, out)
+	}
+	if out, err := mk("check-version"); err != nil || !strings.Contains(out, nv+", and all") {
+		t.Errorf("make check-version after the bump: %v\n%s", err, out)
+	}
+	if out, err := mk("check-version", "VERSION="+nv); err == nil || !strings.Contains(out, `no section "## `+nv+`"`) {
+		t.Errorf("make check-version VERSION=%s without its changelog section: %v, want a refusal naming it\n%s", nv, err, out)
+	}
+	render := func(root string) []byte {
+		cmd := exec.Command(filepath.Join(cluster.CacheDir(), helmSubdir, "helm"), "template", "configmap-attacher", filepath.Join(root, "charts", "configmap-attacher"), "-n", namespace)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helm template %s: %v", root, err)
+		}
+		return out
+	}
+	before, after := render(src), render(dir)
+	if bytes.Equal(before, after) {
+		t.Fatalf("the chart renders the same before and after set-version %s", nv)
+	}
+	if got := stamp.Text("examples/kustomize/controller/install.yaml", before, nv); !bytes.Equal(got, after) {
+		t.Errorf("the chart rendered after set-version differs from the render before it stamped with %s: the generated Kustomize base would drift", nv)
 	}
 }

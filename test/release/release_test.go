@@ -98,6 +98,7 @@ func TestReleaseReproducible(t *testing.T) {
 	t.Run("changelog", func(t *testing.T) { checkChangelog(t, src, distA) })
 	t.Run("publish-dry-run", func(t *testing.T) { checkPublish(t, root, distA, digestA) })
 	t.Run("manifests", func(t *testing.T) { checkManifests(t, distA, digestA) })
+	t.Run("set-version", func(t *testing.T) { checkSetVersion(t, src) })
 }
 
 // checkInstallMD checks every YAML block of install.md: the stepPlugins entries carry each
