@@ -197,7 +197,7 @@ var combos = []struct {
 			get(d, "spec", "template", "spec", "containers", 0, "securityContext", "readOnlyRootFilesystem") != true ||
 			get(d, "spec", "template", "spec", "containers", 0, "readinessProbe", "httpGet", "path") != "/readyz" ||
 			get(d, "spec", "template", "spec", "containers", 0, "livenessProbe", "httpGet", "path") != "/healthz" ||
-			get(d, "spec", "template", "spec", "containers", 0, "image") != "ghcr.io/configmap-attacher/configmap-attacher:v0.1.0" {
+			get(d, "spec", "template", "spec", "containers", 0, "image") != "ghcr.io/configmap-attacher/configmap-attacher:"+readChartYAML(t).AppVersion {
 			t.Errorf("Deployment: replicas, security context, probes or image wrong: %v", d)
 		}
 		if env := get(d, "spec", "template", "spec", "containers", 0, "env", 1); get(env, "name") != "CONFIGMAP_ATTACHER_MEMORY_LIMIT" ||

@@ -60,6 +60,8 @@ var Rules = []Rule{
 	{Name: "remote base ref", RE: regexp.MustCompile(`github\.com/configmap-attacher/configmap-attacher//[^?\s]*\?ref=([^\s&"')` + "`" + `]*)`), Files: scanned},
 	{Name: "mirror download", RE: regexp.MustCompile(`artifacts\.example\.com/configmap-attacher/([^/\s]*)/`), Files: scanned},
 	{Name: "chart label", RE: regexp.MustCompile(`helm\.sh/chart: *"?configmap-attacher-([^"\s]*)`), Chart: true, Files: scanned},
+	{Name: "argocd chart revision", RE: regexp.MustCompile(`(?m)^ *targetRevision: *"?([^"\s]*)"?\s*$`), Chart: true, Files: []string{"examples/argocd/*.yaml"}},
+	{Name: "flux chart tag", RE: regexp.MustCompile(`(?m)^ *tag: *"?([^"\s]*)"?\s*$`), Chart: true, Files: []string{"examples/flux/ocirepository.yaml"}},
 	{Name: "version label", RE: regexp.MustCompile(`app\.kubernetes\.io/version: *"?([^"\s]*)`), Files: []string{"examples/**"}},
 	{Name: "plugin log line", RE: regexp.MustCompile(`plugin=configmap-attacher version=(\S*)`), Files: []string{"docs/*.md"}},
 }
