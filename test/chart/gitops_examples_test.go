@@ -48,7 +48,7 @@ type gitopsRelease struct {
 // misspelt field fails the CRD's admission.
 func TestArgoCDApplication(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	dir := gitopsModuleDir(t, "github.com/argoproj/argo-cd/v3@"+cluster.ArgoCDVersion)
+	dir := moduleDir(t, "github.com/argoproj/argo-cd/v3@"+cluster.ArgoCDVersion)
 	for _, f := range []string{"application-crd.yaml", "appproject-crd.yaml"} {
 		if _, err := kubectl(c, nil, "apply", "--server-side", "-f", filepath.Join(dir, "manifests", "crds", f)); err != nil {
 			t.Fatal(err)
@@ -481,13 +481,13 @@ var fluxReleaseURL = regexp.MustCompile(`https://github\.com/fluxcd/(helm-contro
 // names them), from those controllers' root modules.
 func fluxCRDDirs(t *testing.T) (dirs []string, helmController string) {
 	t.Helper()
-	flux := gitopsModuleDir(t, "github.com/fluxcd/flux2/v2@"+FluxVersion)
+	flux := moduleDir(t, "github.com/fluxcd/flux2/v2@"+FluxVersion)
 	b, err := os.ReadFile(filepath.Join(flux, "manifests", "crds", "kustomization.yaml"))
 	if err != nil {
 		t.Fatalf("flux2 %s: %v", FluxVersion, err)
 	}
 	for _, m := range fluxReleaseURL.FindAllStringSubmatch(string(b), -1) {
-		mod := gitopsModuleDir(t, "github.com/fluxcd/"+m[1]+"@"+m[2])
+		mod := moduleDir(t, "github.com/fluxcd/"+m[1]+"@"+m[2])
 		if m[1] == "helm-controller" {
 			helmController = mod
 		}
@@ -529,31 +529,6 @@ func fluxHelmBin(t *testing.T, helmController string) (bin, version string) {
 		cluster.SkipOrFail(t, fmt.Errorf("%w: building helm %s with hack/tool.sh: %v: %s", cluster.ErrUnavailable, m[2], err, stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), m[2]
-}
-
-// gitopsModuleDir is module@version's directory in the module cache, downloaded through the
-// module proxy when missing; when it cannot be had the test is skipped, or fails under CI=true.
-func gitopsModuleDir(t *testing.T, modVersion string) string {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", modVersion)
-	cmd.Dir = repoRoot()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var m struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &m)
-	}
-	if err == nil && m.Dir == "" {
-		err = errors.New(m.Error)
-	}
-	if err != nil {
-		cluster.SkipOrFail(t, fmt.Errorf("%w: go mod download %s: %v %s", cluster.ErrUnavailable, modVersion, err, out))
-	}
-	return m.Dir
 }
 
 func waitCRDs(t *testing.T, c *cluster.Cluster, names ...string) {

@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,7 +25,7 @@ import (
 // Security's restricted level.
 func TestKustomizeComponent(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
-	install := filepath.Join(rolloutsModuleDir(t), "manifests", "install.yaml")
+	install := filepath.Join(moduleDir(t, "github.com/argoproj/argo-rollouts"), "manifests", "install.yaml")
 	dir := t.TempDir()
 	// The component as a user's kustomization references it: a directory beside theirs.
 	copyDir(t, filepath.Join(repoRoot(), "examples", "kustomize", "argo-rollouts-plugin"), filepath.Join(dir, "argo-rollouts-plugin"))
@@ -113,23 +112,6 @@ func TestKustomizeComponent(t *testing.T) {
 		t.Errorf("the controller's pod with the component, in a restricted namespace: %v", err)
 	}
 	t.Logf("kubectl kustomize: %d objects from install.yaml + the component; applied (dry run) and admitted by restricted", len(objs))
-}
-
-// rolloutsModuleDir is the argo-rollouts module's directory in the module cache (go.mod's
-// version), downloaded through the module proxy when missing.
-func rolloutsModuleDir(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-rollouts")
-	cmd.Dir = repoRoot()
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download github.com/argoproj/argo-rollouts: %v", err)
-	}
-	var m struct{ Dir string }
-	if err := yaml.Unmarshal(b, &m); err != nil || m.Dir == "" {
-		t.Fatalf("go mod download -json: %v %s", err, b)
-	}
-	return m.Dir
 }
 
 func copyDir(t *testing.T, src, dst string) {

@@ -10,8 +10,6 @@ package chart
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -112,22 +110,22 @@ func kubectl(c *cluster.Cluster, stdin []byte, args ...string) (string, error) {
 // prometheus-operator module (downloaded through the module proxy when not cached).
 func prometheusOperatorCRDs(t *testing.T) []string {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator@"+PrometheusOperatorVersion)
-	cmd.Dir = repoRoot()
-	out, err := cmd.Output()
-	var m struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &m)
-	}
-	if err == nil && m.Dir == "" {
-		err = errors.New(m.Error)
-	}
-	if err != nil {
-		cluster.SkipOrFail(t, fmt.Errorf("%w: go mod download prometheus-operator %s: %v %s", cluster.ErrUnavailable, PrometheusOperatorVersion, err, out))
-	}
+	dir := moduleDir(t, "github.com/prometheus-operator/prometheus-operator@"+PrometheusOperatorVersion)
 	var files []string
 	for _, n := range []string{"servicemonitors", "prometheusrules"} {
-		files = append(files, filepath.Join(m.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+n+".yaml"))
+		files = append(files, filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+n+".yaml"))
 	}
 	return files
+}
+
+// moduleDir is module@version's directory in the module cache (a bare module path: go.mod's
+// version), downloaded through the module proxy when missing; when it cannot be had the test
+// is skipped, or fails under CI=true.
+func moduleDir(t *testing.T, modVersion string) string {
+	t.Helper()
+	dir, err := cluster.ModuleDir(modVersion)
+	if err != nil {
+		cluster.SkipOrFail(t, fmt.Errorf("%w: %v", cluster.ErrUnavailable, err))
+	}
+	return dir
 }

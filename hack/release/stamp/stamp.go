@@ -170,44 +170,20 @@ func Set(root, v string) ([]string, error) {
 // Text returns b, the content of the file at rel (relative to the root: it decides which
 // rules apply), with every mention set to version v.
 func Text(rel string, b []byte, v string) []byte {
-	type span struct {
-		start, end int
-		val        string
-	}
-	var spans []span
-	for _, r := range Rules {
-		if !matchAny(r.Files, rel) {
-			continue
-		}
-		want := v
-		if r.Chart {
-			want = ChartVersion(v)
-		}
-		for _, m := range r.RE.FindAllSubmatchIndex(b, -1) {
-			spans = append(spans, span{m[2], m[3], want})
-		}
-	}
-	slices.SortFunc(spans, func(a, b span) int { return b.start - a.start })
+	ms := find(rel, b, v)
+	// From the end, so the earlier offsets stay valid.
+	slices.SortFunc(ms, func(a, b found) int { return b.start - a.start })
 	out := slices.Clone(b)
-	for _, s := range spans {
-		out = append(out[:s.start:s.start], append([]byte(s.val), out[s.end:]...)...)
+	for _, m := range ms {
+		out = append(out[:m.start:m.start], append([]byte(m.Want), out[m.end:]...)...)
 	}
 	return out
 }
 
 func scanText(rel string, b []byte, v string) []Mention {
 	var out []Mention
-	for _, r := range Rules {
-		if !matchAny(r.Files, rel) {
-			continue
-		}
-		want := v
-		if r.Chart {
-			want = ChartVersion(v)
-		}
-		for _, m := range r.RE.FindAllSubmatchIndex(b, -1) {
-			out = append(out, Mention{Rule: r.Name, File: rel, Line: bytes.Count(b[:m[2]], []byte("\n")) + 1, Value: string(b[m[2]:m[3]]), Want: want})
-		}
+	for _, m := range find(rel, b, v) {
+		out = append(out, m.Mention)
 	}
 	slices.SortFunc(out, func(a, b Mention) int {
 		if c := strings.Compare(a.File, b.File); c != 0 {
@@ -215,6 +191,30 @@ func scanText(rel string, b []byte, v string) []Mention {
 		}
 		return a.Line - b.Line
 	})
+	return out
+}
+
+// found is a Mention with the value's byte offsets in the file.
+type found struct {
+	Mention
+	start, end int
+}
+
+// find is every mention in b, the content of the file at rel, checked against version v.
+func find(rel string, b []byte, v string) []found {
+	var out []found
+	for _, r := range Rules {
+		if !matchAny(r.Files, rel) {
+			continue
+		}
+		want := v
+		if r.Chart {
+			want = ChartVersion(v)
+		}
+		for _, m := range r.RE.FindAllSubmatchIndex(b, -1) {
+			out = append(out, found{Mention{Rule: r.Name, File: rel, Line: bytes.Count(b[:m[2]], []byte("\n")) + 1, Value: string(b[m[2]:m[3]]), Want: want}, m[2], m[3]})
+		}
+	}
 	return out
 }
 

@@ -98,15 +98,27 @@ func RolloutsModuleDir() (string, error) {
 // than the required one (from the module cache; downloaded through the module proxy if absent),
 // for a Rollouts controller of that version.
 func RolloutsModuleDirAt(version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-rollouts@"+version)
+	return ModuleDir("github.com/argoproj/argo-rollouts@" + version)
+}
+
+// ModuleDir is the directory of module@version (a bare module path: go.mod's version) in the
+// module cache, downloaded through the module proxy when absent; the error carries go's own
+// reason (the "Error" of go mod download -json, or its stderr).
+func ModuleDir(modVersion string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", modVersion)
 	cmd.Dir = RepoRoot()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download github.com/argoproj/argo-rollouts@%s: %v", version, err)
+	var m struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &m); jerr == nil && m.Error != "" {
+		return "", fmt.Errorf("go mod download %s: %s", modVersion, m.Error)
 	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download github.com/argoproj/argo-rollouts@%s: no Dir in %s", version, out)
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %v: %s", modVersion, err, strings.TrimSpace(stderr.String()))
+	}
+	if m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: no Dir in %s", modVersion, out)
 	}
 	return m.Dir, nil
 }
