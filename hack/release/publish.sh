@@ -33,7 +33,7 @@ digest=$(tr -d '[:space:]' < "$layout.digest" 2>/dev/null) || fail "$layout.dige
 [ -f "$dist/changelog.md" ] || fail "$dist/changelog.md missing"
 # Every file the release lists is uploaded, and each must still have its recorded sha256.
 (cd "$dist" && sha256sum --check --quiet checksums.txt) || fail "$dist/checksums.txt does not match the files: rebuild with make release"
-mapfile -t assets < <(awk '$2 !~ /\// {print "'"$dist"'/" $2}' "$dist/checksums.txt")
+mapfile -t assets < <(awk -v d="$dist" '$2 !~ /\// {print d "/" $2}' "$dist/checksums.txt")
 assets+=("$dist/checksums.txt")
 chart_layer="sha256:$(sha256sum "$chart" | cut -d' ' -f1)"
 

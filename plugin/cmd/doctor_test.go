@@ -78,7 +78,7 @@ func TestDoctorExitCodesAndJSON(t *testing.T) {
 		t.Errorf("exit %d, %d errors (want 1, 2), stderr %q:\n%s", code, rep.Errors, stderr, out)
 	}
 
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"},
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher-controller", Namespace: "configmap-attacher"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew}}
 	code, out, _ = runDoctorCmd(t, newKube(true, l), args...)
 	if code != ExitOK || !strings.Contains(out, "0 error(s), 1 warning(s)") || !strings.Contains(out, "fix: pass -metrics-url") {

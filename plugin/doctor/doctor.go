@@ -151,9 +151,10 @@ func Defaults() Options {
 		// examples/controller.yaml's; the chart's is the release's full name (pass it).
 		ControllerServiceAccount: "configmap-attacher-controller",
 		LeaderElect:              true,
-		LeaseName:                "configmap-attacher",
-		JobServiceAccount:        "configmap-attacher-job",
-		Timeout:                  10 * time.Second,
+		// examples/controller.yaml's too (its Deployment's -leader-election-id).
+		LeaseName:         "configmap-attacher-controller",
+		JobServiceAccount: "configmap-attacher-job",
+		Timeout:           10 * time.Second,
 	}
 }
 

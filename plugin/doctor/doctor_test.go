@@ -69,7 +69,7 @@ func healthy() *setup {
 					VolumeMounts: []corev1.VolumeMount{{Name: "configmap-attacher-plugin", MountPath: "/home/argo-rollouts/plugins", ReadOnly: true}}}},
 				Volumes: []corev1.Volume{{Name: "configmap-attacher-plugin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			}}}},
-		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"}},
+		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher-controller", Namespace: "configmap-attacher"}},
 		denied: map[string]bool{}, metricsStatus: 200,
 		metricsBody: "# TYPE configmap_attacher_controller_leader gauge\nconfigmap_attacher_controller_leader 1\n",
 	}
@@ -221,7 +221,11 @@ func TestPlantedProblems(t *testing.T) {
 		}, "step/location", "without a sha256", "64-hex digest"},
 		{"short sha256", []string{ModeStep}, func(s *setup) {
 			s.config.Data["stepPlugins"] = "- name: configmap-attacher/configmap-attacher\n  location: https://example.com/x\n  sha256: abc123\n"
-		}, "step/location", `sha256 "abc123" is not 64 hex`, "checksums.txt"},
+		}, "step/location", `sha256 "abc123" is not 64 lowercase hex`, "checksums.txt"},
+		// Argo Rollouts compares the digest with its own lowercase %x output.
+		{"uppercase sha256", []string{ModeStep}, func(s *setup) {
+			s.config.Data["stepPlugins"] = "- name: configmap-attacher/configmap-attacher\n  location: https://example.com/x\n  sha256: " + strings.Repeat("AB", 32) + "\n"
+		}, "step/location", "is not 64 lowercase hex", "checksums.txt"},
 		{"other ServiceAccount", []string{ModeStep}, func(s *setup) {
 			s.controller.Spec.Template.Spec.ServiceAccountName = "rollouts-sa"
 		}, "step/controller", "runs as ServiceAccount rollouts-sa, not argo-rollouts", "-rollouts-service-account rollouts-sa"},
@@ -391,6 +395,10 @@ func TestNoLeaderElection(t *testing.T) {
 	s := healthy()
 	s.lease.Name = "other"
 	s.opts = func(o *Options) { o.LeaderElect = false }
+	// Nor its RBAC: the chart grants no Lease Role without leader election.
+	for _, v := range []string{"get", "create", "update"} {
+		s.denied["system:serviceaccount:configmap-attacher:configmap-attacher-controller"+" "+v+" leases configmap-attacher"] = true
+	}
 	rep, _ := s.run(t, ModeController)
 	if rep.Failed() || len(find(rep, OK, "controller/lease")) != 0 {
 		t.Errorf("the Lease was checked:\n%s", text(rep))

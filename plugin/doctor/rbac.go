@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -68,6 +69,10 @@ func (d *Doctor) needs(mode string) []need {
 			{"", "secrets", []string{"patch"}, false},
 			{"", "events", []string{"create"}, false},
 		}
+	}
+	if mode == ModeController && !d.Opts.LeaderElect {
+		// Without leader election the controller takes no Lease (the chart then grants none).
+		n = slices.DeleteFunc(n, func(x need) bool { return x.resource == "leases" })
 	}
 	if d.Opts.OwnerReferencesEnforcement {
 		// OwnerReferencesPermissionEnforcement lets only a user who may delete an object change

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,8 @@ type stepPlugin struct {
 var MinRolloutsVersion = [3]int{1, 8, 0}
 
 var (
-	sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	// Lowercase only: Argo Rollouts compares the digest with its own %x output as strings.
+	sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	semverTag = regexp.MustCompile(`^v?(\d+)\.(\d+)\.(\d+)`)
 )
 
@@ -147,8 +149,8 @@ func (d *Doctor) checkRegistration(ctx context.Context, r *Report, subject strin
 			r.problem(Error, "step/location", subject, "set sha256 to the asset's 64-hex digest from the release's checksums.txt",
 				"location %s is downloaded without a sha256: the binary is not verified", entry.Location)
 		case !sha256Hex.MatchString(entry.Sha256):
-			r.problem(Error, "step/location", subject, "set sha256 to the asset's 64-hex digest from the release's checksums.txt",
-				"sha256 %q is not 64 hex characters: the controller never matches it and refuses to start", entry.Sha256)
+			r.problem(Error, "step/location", subject, "set sha256 to the asset's 64-hex digest, in lowercase, from the release's checksums.txt",
+				"sha256 %q is not 64 lowercase hex characters: the controller never matches it and refuses to start", entry.Sha256)
 		default:
 			r.ok("step/location", subject, "https location with a sha256")
 		}
@@ -279,7 +281,8 @@ func (d *Doctor) checkPodSecurity(ctx context.Context, r *Report, dep *appsv1.De
 	tmpl := dep.Spec.Template.DeepCopy()
 	added := true
 	for _, ic := range tmpl.Spec.InitContainers {
-		if len(ic.Args) > 0 && ic.Args[0] == "install-plugin" {
+		// As checkFileLocation: install-plugin in the command or the args.
+		if slices.Contains(append(append([]string(nil), ic.Command...), ic.Args...), "install-plugin") {
 			added = false
 		}
 	}

@@ -249,8 +249,8 @@ func TestDoctor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp, err := cluster.StartController(bin, "doctor", filepath.Join(c.Dir, "controller-doctor.log"), time.Minute,
-		[]string{"POD_NAMESPACE=" + cluster.ControllerModeNamespace}, "-kubeconfig", kc,
-		"-leader-election-lease-duration=3s", "-leader-election-renew-deadline=2s", "-leader-election-retry-period=500ms")
+		[]string{"POD_NAMESPACE=" + cluster.ControllerModeNamespace}, "-kubeconfig", kc, // examples/controller.yaml's Lease name:
+		"-leader-election-id=configmap-attacher-controller", "-leader-election-lease-duration=3s", "-leader-election-renew-deadline=2s", "-leader-election-retry-period=500ms")
 	t.Cleanup(cp.Stop)
 	if err != nil {
 		t.Fatal(err)
