@@ -28,6 +28,12 @@ sbom="$dist/configmap-attacher-image.cdx.json"
 [ -f "$layout/index.json" ] || fail "$layout/index.json missing: run make release VERSION=$VERSION first"
 digest=$(tr -d '[:space:]' < "$layout.digest" 2>/dev/null) || fail "$layout.digest missing: run make release VERSION=$VERSION first"
 [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || fail "$layout.digest: \"$digest\" is not a sha256 digest"
+# Before anything is tagged: the layout holds exactly that index, one manifest whose blob has
+# that sha256 (the layout directory is not in checksums.txt; crane pushes what index.json lists).
+[ "$(grep -o '"digest"' "$layout/index.json" | wc -l)" -eq 1 ] && grep -q "\"$digest\"" "$layout/index.json" ||
+  fail "$layout/index.json does not list exactly $digest: rebuild with make release"
+[ "sha256:$(sha256sum < "$layout/blobs/sha256/${digest#sha256:}" 2>/dev/null | cut -d' ' -f1)" = "$digest" ] ||
+  fail "$layout: the blob of $digest is missing or changed: rebuild with make release"
 [ -f "$chart" ] || fail "$chart missing: dist/ is not the release of $VERSION (make release VERSION=$VERSION)"
 [ -f "$sbom" ] || fail "$sbom missing: run make release VERSION=$VERSION first"
 [ -f "$dist/changelog.md" ] || fail "$dist/changelog.md missing"

@@ -204,8 +204,12 @@ func TestPlantedProblems(t *testing.T) {
 		}, "step/registration", `no entry named "configmap-attacher/configmap-attacher"`, "examples/argo-rollouts-config.yaml"},
 		{"no stepPlugins key", []string{ModeStep}, func(s *setup) { delete(s.config.Data, "stepPlugins") }, "step/registration", "has no stepPlugins key", "examples/argo-rollouts-config.yaml"},
 		{"stepPlugins does not parse", []string{ModeStep}, func(s *setup) {
-			s.config.Data["stepPlugins"] = "- name: configmap-attacher/configmap-attacher\n  locaton: file:///x\n"
+			s.config.Data["stepPlugins"] = "- name: [configmap-attacher/configmap-attacher\n"
 		}, "step/registration", "does not parse", "fix the YAML"},
+		// A misspelt key is ignored by the controller (a warning); its field stays empty.
+		{"stepPlugins key misspelt", []string{ModeStep}, func(s *setup) {
+			s.config.Data["stepPlugins"] = "- name: configmap-attacher/configmap-attacher\n  locaton: file:///x\n"
+		}, "step/location", `location "" is not a URL`, "file://"},
 		{"no ConfigMap", []string{ModeStep}, func(s *setup) { s.config.Name = "elsewhere" }, "step/registration", "not found", "examples/argo-rollouts-config.yaml"},
 		{"location without mount", []string{ModeStep}, func(s *setup) {
 			s.controller.Spec.Template.Spec.Containers[0].VolumeMounts = nil
@@ -402,5 +406,16 @@ func TestNoLeaderElection(t *testing.T) {
 	rep, _ := s.run(t, ModeController)
 	if rep.Failed() || len(find(rep, OK, "controller/lease")) != 0 {
 		t.Errorf("the Lease was checked:\n%s", text(rep))
+	}
+}
+
+// A key the controller ignores is a warning, not an error: the controller parses stepPlugins
+// leniently and starts; an entry with an extra field still gets its location checked.
+func TestUnknownStepPluginKeyWarns(t *testing.T) {
+	s := healthy()
+	s.config.Data["stepPlugins"] += "  type: Step\n"
+	rep, _ := s.run(t, ModeStep)
+	if rep.Failed() || len(find(rep, Warning, "step/registration")) != 1 || len(find(rep, OK, "step/location")) != 1 {
+		t.Errorf("want one step/registration warning, no error, the location checked:\n%s", text(rep))
 	}
 }

@@ -107,11 +107,17 @@ func (d *Doctor) checkRegistration(ctx context.Context, r *Report, subject strin
 		r.problem(Error, "step/registration", subject, fixRegister, "has no stepPlugins key")
 		return nil
 	}
+	// Parsed as the controller parses it (utils/config: plain yaml.Unmarshal), so what it
+	// accepts passes; a key it ignores (a typo, or a newer release's field) is a warning.
 	var entries []stepPlugin
-	if err := yaml.UnmarshalStrict([]byte(raw), &entries); err != nil {
+	if err := yaml.Unmarshal([]byte(raw), &entries); err != nil {
 		r.problem(Error, "step/registration", subject, "fix the YAML of stepPlugins: a list of {name, location, sha256, args, disabled, headersFrom}; the controller refuses to start on it",
 			"stepPlugins does not parse: %v", err)
 		return nil
+	}
+	if err := yaml.UnmarshalStrict([]byte(raw), new([]stepPlugin)); err != nil {
+		r.problem(Warning, "step/registration", subject, "remove or correct the key: a misspelt one (locaton) leaves its field empty",
+			"stepPlugins has a key the controller ignores: %v", err)
 	}
 	var entry *stepPlugin
 	for i := range entries {

@@ -314,7 +314,8 @@ func checkChangelog(t *testing.T, root, dist string) {
 
 // checkPublish runs hack/release/publish.sh --dry-run on dist: it prints the push of the layout,
 // the signatures and the SBOM attestation of the index's digest, the chart's push, and the
-// GitHub release with every top-level file; with the digest file gone it refuses.
+// GitHub release with every top-level file; with the digest file gone, a file edited, or the
+// layout's index changed it refuses.
 func checkPublish(t *testing.T, root, dist, digest string) {
 	run := func(dist string) (string, error) {
 		cmd := exec.Command("bash", filepath.Join(root, "hack", "release", "publish.sh"), "--dry-run", dist)
@@ -358,6 +359,14 @@ func checkPublish(t *testing.T, root, dist, digest string) {
 	writeTestFile(t, filepath.Join(bad, "install.yaml"), "# edited after make release\n")
 	if out, err := run(bad); err == nil || !strings.Contains(out, "checksums.txt does not match") {
 		t.Errorf("publish.sh with install.yaml changed after the release: %v\n%s", err, out)
+	}
+	// Planted: the layout's index blob changed (the layout is not in checksums.txt): refused
+	// before anything is pushed or tagged.
+	copyTree(t, dist, bad)
+	blob := filepath.Join(bad, "configmap-attacher-image.oci", "blobs", "sha256", strings.TrimPrefix(digest, "sha256:"))
+	writeTestFile(t, blob, "{}")
+	if out, err := run(bad); err == nil || !strings.Contains(out, "is missing or changed") || strings.Contains(out, "+ crane push") {
+		t.Errorf("publish.sh with the index blob changed: %v\n%s", err, out)
 	}
 }
 
