@@ -142,6 +142,7 @@ ingress:
     from:
       - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
         podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+      - podSelector: {matchLabels: {app.kubernetes.io/name: configmap-attacher, app.kubernetes.io/instance: rel, app.kubernetes.io/component: test}}
 egress:
   - ports: [{port: 6443, protocol: TCP}, {port: 443, protocol: TCP}]`, selectorLabels))
 	if ports, _ := get(get(d, "spec", "template", "spec", "containers", 0), "ports").([]any); len(ports) == 0 || get(ports[0], "name") != "metrics" {
@@ -173,7 +174,15 @@ ingress:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The second peer: the helm test Pod, which checks the metrics endpoint too.
 	want(t, "NetworkPolicy from (pod selector alone: the release namespace's pods)",
+		get(find(objs, "NetworkPolicy", releaseNS, "rel-configmap-attacher"), "spec", "ingress", 0, "from"),
+		`[{podSelector: {matchLabels: {app: prom}}}, {podSelector: {matchLabels: {app.kubernetes.io/name: configmap-attacher, app.kubernetes.io/instance: rel, app.kubernetes.io/component: test}}}]`)
+	objs, _, err = render(t, "networkPolicy: {enabled: true, metricsPodSelector: {matchLabels: {app: prom}}}\ntests: {doctor: {enabled: false}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "NetworkPolicy from without the helm test",
 		get(find(objs, "NetworkPolicy", releaseNS, "rel-configmap-attacher"), "spec", "ingress", 0, "from"), `[{podSelector: {matchLabels: {app: prom}}}]`)
 	objs, _, err = render(t, "")
 	if err != nil {
