@@ -122,6 +122,17 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 	return owners, blockers
 }
 
+// OwnersOf is the rule for a caller that keeps an object's owners current (the controller
+// deciding whether an anchor may go): the owners the object's users call for, and the users
+// that block it.
+func OwnersOf(u Users) (owners []Owner, blockers []string) {
+	us, blockers := ownersOf(u)
+	for _, o := range us {
+		owners = append(owners, o.ReplicaSet)
+	}
+	return owners, blockers
+}
+
 // Blockers are the users of an object that cannot own it (plugin.Blocked.Users), as the
 // core's rule names them: for audit's shared finding.
 func Blockers(u Users) []string {
