@@ -17,7 +17,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
-	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // "Every user counts" against the real control plane: before an object gets an owner, every
