@@ -132,9 +132,10 @@ const rolloutTransformURL = "https://raw.githubusercontent.com/argoproj/argo-rol
 // Rollouts' rollout-transform configuration rewrites the template, the Component
 // examples/kustomize/step-config-names the step. Argo Rollouts' configuration comes from the
 // argo-rollouts module (the example names it by URL): both of its files, the Kustomize 5 one
-// the example uses and the older one. The step's config parses as the plugin parses it, and
-// the pod template references exactly the listed objects (plugin.TemplateReferences, the rule
-// the step checks).
+// the example uses and the older one. Then an overlay with a namePrefix and a nameSuffix that
+// holds the Component itself (the app's own reference removed). The step's config parses as
+// the plugin parses it, and the pod template references exactly the listed objects
+// (plugin.TemplateReferences, the rule the step checks).
 func TestKustomizeStepConfigNames(t *testing.T) {
 	kubectl := kubectlBin(t)
 	transforms := filepath.Join(moduleDir(t, "github.com/argoproj/argo-rollouts"), "docs", "features", "kustomize")
@@ -146,32 +147,59 @@ func TestKustomizeStepConfigNames(t *testing.T) {
 	if !bytes.Contains(k, []byte(rolloutTransformURL)) {
 		t.Fatalf("examples/kustomize/rollout-app/kustomization.yaml does not list %s", rolloutTransformURL)
 	}
-	for _, transform := range []string{"rollout-transform-kustomize-v5.yaml", "rollout-transform.yaml"} {
-		t.Run(transform, func(t *testing.T) {
+	const componentRef = "  - ../step-config-names\n"
+	cases := []struct {
+		name, transform string
+		// overlay, when set, is a kustomization beside the app built instead of it, and the
+		// app's reference to the Component is removed.
+		overlay        string
+		prefix, suffix string
+	}{
+		{name: "rollout-transform-kustomize-v5", transform: "rollout-transform-kustomize-v5.yaml"},
+		{name: "rollout-transform", transform: "rollout-transform.yaml"},
+		{name: "overlay-with-component-prefix-suffix", transform: "rollout-transform-kustomize-v5.yaml", prefix: "prod-", suffix: "-eu",
+			overlay: "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../rollout-app]\n" +
+				"components: [../step-config-names]\nnamePrefix: prod-\nnameSuffix: -eu\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for _, d := range []string{"rollout-app", "step-config-names"} {
 				copyDir(t, filepath.Join(src, d), filepath.Join(dir, d))
 			}
 			app := filepath.Join(dir, "rollout-app")
-			b, err := os.ReadFile(filepath.Join(transforms, transform))
+			b, err := os.ReadFile(filepath.Join(transforms, tc.transform))
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, filepath.Join(app, transform), string(b))
-			writeFile(t, filepath.Join(app, "kustomization.yaml"), strings.Replace(string(k), rolloutTransformURL, transform, 1))
+			writeFile(t, filepath.Join(app, tc.transform), string(b))
+			kust := strings.Replace(string(k), rolloutTransformURL, tc.transform, 1)
+			build := app
+			if tc.overlay != "" {
+				if strings.Count(kust, componentRef) != 1 {
+					t.Fatalf("examples/kustomize/rollout-app/kustomization.yaml: want one line %q", componentRef)
+				}
+				kust = strings.Replace(kust, componentRef, "", 1)
+				build = filepath.Join(dir, "overlay")
+				if err := os.MkdirAll(build, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(build, "kustomization.yaml"), tc.overlay)
+			}
+			writeFile(t, filepath.Join(app, "kustomization.yaml"), kust)
 			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(kubectl, "kustomize", app)
+			cmd := exec.Command(kubectl, "kustomize", build)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("kubectl kustomize: %v\n%s", err, stderr.String())
 			}
 			objs := parseDocs(t, "kustomize output", stdout.String())
-			cm := generatedName(t, objs, "ConfigMap", "web-config")
-			secret := generatedName(t, objs, "Secret", "web-secret")
+			cm := generatedName(t, objs, "ConfigMap", tc.prefix+"web-config"+tc.suffix)
+			secret := generatedName(t, objs, "Secret", tc.prefix+"web-secret"+tc.suffix)
 
-			ro := find(objs, "Rollout", "", "web")
+			ro := find(objs, "Rollout", "", tc.prefix+"web"+tc.suffix)
 			if ro == nil {
-				t.Fatalf("no Rollout web in %v", keys(objs))
+				t.Fatalf("no Rollout %sweb%s in %v", tc.prefix, tc.suffix, keys(objs))
 			}
 			var step any
 			steps, _ := get(ro, "spec", "strategy", "canary", "steps").([]any)
@@ -198,7 +226,7 @@ func TestKustomizeStepConfigNames(t *testing.T) {
 				t.Errorf("the pod template references ConfigMaps %v and Secrets %v, want %s and %s: the generated names",
 					slices.Sorted(maps.Keys(refs.ConfigMaps)), slices.Sorted(maps.Keys(refs.Secrets)), cm, secret)
 			}
-			t.Logf("kubectl kustomize with %s: the step lists %v %v, the pod template uses the same", transform, cfg.ConfigMaps, cfg.Secrets)
+			t.Logf("kubectl kustomize with %s: the step lists %v %v, the pod template uses the same", tc.transform, cfg.ConfigMaps, cfg.Secrets)
 		})
 	}
 }
