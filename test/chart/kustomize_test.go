@@ -226,7 +226,9 @@ func TestKustomizeStepConfigNames(t *testing.T) {
 				t.Errorf("the pod template references ConfigMaps %v and Secrets %v, want %s and %s: the generated names",
 					slices.Sorted(maps.Keys(refs.ConfigMaps)), slices.Sorted(maps.Keys(refs.Secrets)), cm, secret)
 			}
-			t.Logf("kubectl kustomize with %s: the step lists %v %v, the pod template uses the same", tc.transform, cfg.ConfigMaps, cfg.Secrets)
+			if !t.Failed() {
+				t.Logf("kubectl kustomize with %s: the step lists %v %v, the pod template uses the same", tc.transform, cfg.ConfigMaps, cfg.Secrets)
+			}
 		})
 	}
 }
