@@ -479,7 +479,9 @@ func (m *monitor) tick() error {
 		}
 	}
 	// Invariant 7: no object that a live workload's current template references is missing,
-	// and one that a template which cannot own uses (StatefulSet, ...) gains no ReplicaSet owner.
+	// and one that a template which cannot own through a ReplicaSet uses (StatefulSet, ...)
+	// gains no ReplicaSet owner unless an owner that stands for that workload (its revision or
+	// its anchor, written by the controller) is there too.
 	seenGone := map[string]bool{}
 	for i := range snap.workloads {
 		wl := &snap.workloads[i]
@@ -501,7 +503,13 @@ func (m *monitor) tick() error {
 				}
 				continue
 			}
-			if !canOwn(wl.kind) {
+			// Every user owns (the controller): a StatefulSet's or DaemonSet's revision, or its
+			// anchor (<name>-cma-<kind>-<hash>), among the owners stands for the workload.
+			standsFor := false
+			for _, ref := range o.meta.OwnerReferences {
+				standsFor = standsFor || (ref.Kind == "ControllerRevision" && strings.HasPrefix(ref.Name, wl.name+"-"))
+			}
+			if !canOwn(wl.kind) && !standsFor {
 				for _, ref := range o.meta.OwnerReferences {
 					if ref.Kind == "ReplicaSet" {
 						m.violation(7, "blocked owner "+key+" "+string(ref.UID), fmt.Sprintf("%s, used by %s (which cannot own it: adoption is blocked), gained the ReplicaSet owner %s: the garbage collector deletes it with its ReplicaSet owners while %s still uses it (owners %s)",
