@@ -515,29 +515,39 @@ func TestSharedConfigHistoryLimit(t *testing.T) {
 	stillThere(t, kube, ns, 2*time.Second, "the current templates use them", nil, cluster.ConfigMapRef("a-new"), cluster.ConfigMapRef("b-3"))
 }
 
-// A Pod controlled by a kind the controller does not know (example.com/v1 Widget) blocks its
-// object: nothing is written to it, and a Warning Event OwnerReferenceBlocked says why.
+// A Pod controlled by a kind the controller does not know (example.com/v1 Widget) blocks the
+// objects it uses: nothing is written to them, not even for a Deployment that shares one, and a
+// Warning Event OwnerReferenceBlocked says why.
 func TestUnknownControllerBlocks(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
 	ns := e.namespace(t)
 	kube := e.c.Client(t)
-	createConfig(t, kube, ns, "widget-config", "", map[string]string{cluster.LabelRevisioned: "true"})
-	cm := cluster.ConfigMapRef("widget-config")
-	before := getMeta(t, kube, ns, cm).ResourceVersion
+	createConfig(t, kube, ns, "widget-config", "widget-secret", map[string]string{cluster.LabelRevisioned: "true"})
+	objs := []cluster.ConfigRef{cluster.ConfigMapRef("widget-config"), cluster.SecretRef("widget-secret")}
+	before := map[cluster.ConfigRef]string{}
+	for _, r := range objs {
+		before[r] = getMeta(t, kube, ns, r).ResourceVersion
+	}
 	yes := true
 	_, err := kube.CoreV1().Pods(ns).Create(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "widget-0",
 		Labels: map[string]string{cluster.LabelApp: "widget"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Widget", Name: "w",
 			UID: "6f1b2c3d-0000-4000-8000-00000000abcd", Controller: &yes}}},
-		Spec: podSpec("widget-config", "")}, metav1.CreateOptions{})
+		Spec: podSpec("widget-config", "widget-secret")}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(time.Second) // the controller has seen the Pod
+	// A Deployment shares the Secret: its ReplicaSet could own it, but the Widget's Pod cannot.
+	deployment(t, kube, ns, "web", 1, nil, podSpec("", "widget-secret"))
+	waitDeployment(t, kube, ns, "web", "its first revision", func(*corev1.PodSpec) bool { return true })
 	ev := waitEvent(t, kube, ns, corev1.EventTypeWarning, "OwnerReferenceBlocked", 20*time.Second)
 	t.Logf("event on %s/%s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
-	stillThere(t, kube, ns, 2*time.Second, "nothing deletes it", nil, cm)
-	if m := getMeta(t, kube, ns, cm); m.ResourceVersion != before || len(m.OwnerReferences) != 0 {
-		t.Errorf("the blocked ConfigMap was written: resourceVersion %s → %s, owners %v", before, m.ResourceVersion, ownerNames(m.OwnerReferences))
+	stillThere(t, kube, ns, 2*time.Second, "nothing deletes them", nil, objs...)
+	for _, r := range objs {
+		if m := getMeta(t, kube, ns, r); m.ResourceVersion != before[r] || len(m.OwnerReferences) != 0 {
+			t.Errorf("blocked %s was written: resourceVersion %s → %s, owners %v", r, before[r], m.ResourceVersion, ownerNames(m.OwnerReferences))
+		}
 	}
 }
