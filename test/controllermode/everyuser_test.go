@@ -485,6 +485,9 @@ func TestSharedConfigHistoryLimit(t *testing.T) {
 	b1 := waitDeployment(t, kube, ns, "b", "b:1", hasImage("registry.invalid/b:1"))
 	waitOwnedBy(t, kube, ns, rsOwner(a1), 10*time.Second, common)
 	waitOwnedBy(t, kube, ns, rsOwner(b1), 10*time.Second, common)
+	// Each Deployment's current template anchors it too; the anchors go as the templates move on.
+	anchorA := waitAnchor(t, kube, ns, "Deployment/a", 10*time.Second, common)
+	anchorB := waitAnchor(t, kube, ns, "Deployment/b", 10*time.Second, common)
 
 	// set image on a past its history limit: a1 is deleted.
 	setImage("a", "registry.invalid/a:2")
@@ -502,11 +505,14 @@ func TestSharedConfigHistoryLimit(t *testing.T) {
 	useConfig("b", "b-3")
 	waitDeployment(t, kube, ns, "b", "b-3", usesConfigMap("b-3"))
 	waitReplicaSetsGone(t, kube, ns, 30*time.Second, map[types.UID]string{b1.UID: b1.Name})
+	waitAnchorGone(t, kube, ns, anchorB, 15*time.Second, "b's template moved on")
 	stillThere(t, kube, ns, anchorGrace+time.Second, "a's ReplicaSets use it", []owner{rsOwner(a3)}, common)
 
 	// a moves on too, then past its history limit: no ReplicaSet uses it any more.
 	useConfig("a", "a-new")
 	waitDeployment(t, kube, ns, "a", "a-new", usesConfigMap("a-new"))
+	waitAnchorGone(t, kube, ns, anchorA, 15*time.Second, "a's template moved on")
+	waitAnchor(t, kube, ns, "Deployment/a", 10*time.Second, cluster.ConfigMapRef("a-new"))
 	stillThere(t, kube, ns, anchorGrace+time.Second, "a's history ReplicaSet a3 uses it", []owner{rsOwner(a3)}, common)
 	setImage("a", "registry.invalid/a:4")
 	waitDeployment(t, kube, ns, "a", "a:4", hasImage("registry.invalid/a:4"))
