@@ -59,6 +59,12 @@ func createNode(ctx context.Context, cs kubernetes.Interface) error {
 	if err != nil {
 		return fmt.Errorf("create Node: %w", err)
 	}
+	// The apiserver's TaintNodesByCondition admission taints a new Node not-ready:NoSchedule
+	// (the node lifecycle controller, not run here, lifts it); DaemonSet pods do not tolerate it.
+	n.Spec.Taints = nil
+	if n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("untaint Node: %w", err)
+	}
 	now := metav1.Now()
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res,
