@@ -191,17 +191,9 @@ func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID
 func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owner, error) {
 	var out []Owner
 	for _, rs := range rss {
-		items, err := a.readByName(ctx, replicaSetsResource,
-			func(ctx context.Context) (metav1.Object, error) { return a.Client.GetReplicaSet(ctx, ns, rs.Name) },
-			func(ctx context.Context) ([]metav1.Object, error) {
-				l, err := a.Client.ListReplicaSets(ctx, ns, metav1.ListOptions{FieldSelector: "metadata.name=" + rs.Name})
-				if err != nil {
-					return nil, err
-				}
-				return asObjects(l.Items), nil
-			})
+		items, err := a.readOwner(ctx, ns, rs)
 		if err != nil {
-			return nil, fmt.Errorf("confirming ReplicaSet %s in namespace %s: %w", rs.Name, ns, err)
+			return nil, fmt.Errorf("confirming %s %s in namespace %s: %w", rs.KindOf(), rs.Name, ns, err)
 		}
 		for _, it := range items {
 			if it.GetUID() != rs.UID || it.GetDeletionTimestamp() != nil {
@@ -217,6 +209,44 @@ func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owne
 		}
 	}
 	return out, nil
+}
+
+// ownerResources are the owner kinds other than a ReplicaSet, read as metadata to be confirmed.
+var ownerResources = map[string]schema.GroupVersionResource{
+	OwnerControllerRevision: appsv1.SchemeGroupVersion.WithResource("controllerrevisions"),
+	OwnerJob:                {Group: "batch", Version: "v1", Resource: "jobs"},
+	OwnerPod:                {Version: "v1", Resource: "pods"},
+}
+
+// readOwner reads one owner consistently by name (readByName): a ReplicaSet through the typed
+// client as always, any other owner kind as metadata.
+func (a *Attacher) readOwner(ctx context.Context, ns string, o Owner) ([]metav1.Object, error) {
+	if o.KindOf() == OwnerReplicaSet {
+		return a.readByName(ctx, replicaSetsResource,
+			func(ctx context.Context) (metav1.Object, error) { return a.Client.GetReplicaSet(ctx, ns, o.Name) },
+			func(ctx context.Context) ([]metav1.Object, error) {
+				l, err := a.Client.ListReplicaSets(ctx, ns, metav1.ListOptions{FieldSelector: "metadata.name=" + o.Name})
+				if err != nil {
+					return nil, err
+				}
+				return asObjects(l.Items), nil
+			})
+	}
+	gvr, ok := ownerResources[o.KindOf()]
+	if !ok {
+		return nil, fmt.Errorf("internal error: %q is not an owner kind", o.Kind)
+	}
+	return a.readByName(ctx, gvr,
+		func(ctx context.Context) (metav1.Object, error) {
+			return a.Meta.Resource(gvr).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context) ([]metav1.Object, error) {
+			l, err := a.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + o.Name})
+			if err != nil {
+				return nil, err
+			}
+			return asObjects(l.Items), nil
+		})
 }
 
 var replicaSetsResource = appsv1.SchemeGroupVersion.WithResource("replicasets")

@@ -96,8 +96,8 @@ type Write struct {
 // Names lists the owners' names.
 func (w Write) Names() []string {
 	out := make([]string, len(w.Owners))
-	for i, rs := range w.Owners {
-		out[i] = rs.Name
+	for i, o := range w.Owners {
+		out[i] = o.String()
 	}
 	return out
 }

@@ -29,16 +29,53 @@ func OwnerPatch(rss ...*appsv1.ReplicaSet) []byte {
 	return ownerPatchFor("", owners)
 }
 
-// Owner is a ReplicaSet as an owner: only what an owner reference names and whether it may
-// own. The core takes owners in this form from every view of the namespace (a read, or the
-// controller's caches), so no rule can read a template it was not given.
+// Owner is the object that stands for one user's lifetime, as an owner: only what an owner
+// reference names and whether it may own. The core takes owners in this form from every view
+// of the namespace (a read, or the controller's caches), so no rule can read a template it was
+// not given. Kind is one of OwnerKinds; empty is a ReplicaSet (the step's, the Job's and
+// audit's only owner kind).
 type Owner struct {
+	Kind string
 	Name string
 	UID  types.UID
-	// Deleting: the ReplicaSet has a deletionTimestamp (it may not become an owner).
+	// Deleting: the owner has a deletionTimestamp (it may not become an owner).
 	Deleting bool
-	// Controller is its controller reference (nil: none), for messages.
+	// Controller is its controller reference (nil: none), for messages and the live
+	// confirmation.
 	Controller *metav1.OwnerReference
+}
+
+// The owner kinds: what stands for each user's lifetime (docs/security.md, "Every user owns").
+const (
+	OwnerReplicaSet         = "ReplicaSet"
+	OwnerControllerRevision = "ControllerRevision" // a StatefulSet's or DaemonSet's revision, or an anchor
+	OwnerJob                = "Job"
+	OwnerPod                = "Pod"
+)
+
+// ownerAPIVersions are the owner kinds' API versions, as an owner reference names them.
+var ownerAPIVersions = map[string]string{
+	OwnerReplicaSet: "apps/v1", OwnerControllerRevision: "apps/v1", OwnerJob: "batch/v1", OwnerPod: "v1",
+}
+
+// KindOf is the owner's kind (a ReplicaSet when unset).
+func (o Owner) KindOf() string {
+	if o.Kind == "" {
+		return OwnerReplicaSet
+	}
+	return o.Kind
+}
+
+// APIVersion is the owner kind's API version.
+func (o Owner) APIVersion() string { return ownerAPIVersions[o.KindOf()] }
+
+// String names the owner in messages: a ReplicaSet by its name alone (as every message
+// always has), any other kind as "Kind name".
+func (o Owner) String() string {
+	if o.KindOf() == OwnerReplicaSet {
+		return o.Name
+	}
+	return o.KindOf() + " " + o.Name
 }
 
 // OwnerOf is a ReplicaSet's identity as an owner.
@@ -58,8 +95,8 @@ func ownerPatchFor(uid types.UID, rss []Owner) []byte {
 		UID        types.UID `json:"uid"`
 	}
 	refs := make([]ref, 0, len(rss))
-	for _, rs := range rss {
-		refs = append(refs, ref{"apps/v1", "ReplicaSet", rs.Name, rs.UID})
+	for _, o := range rss {
+		refs = append(refs, ref{o.APIVersion(), o.KindOf(), o.Name, o.UID})
 	}
 	meta := map[string]any{"ownerReferences": refs}
 	if uid != "" {

@@ -56,9 +56,20 @@ type OtherUser struct {
 
 func (u OtherUser) String() string { return u.Kind + " " + u.Name }
 
-// Users are every user of one object in its namespace.
+// OwnerUser is a user that owns through an object other than a ReplicaSet (every user owns,
+// in the controller mode): a StatefulSet's or DaemonSet's ControllerRevision, a Job, a Pod no
+// controller owns, or the anchor of a workload's current template (anchor.go).
+type OwnerUser struct {
+	Owner      Owner
+	Controller ControllerState
+}
+
+// Users are every user of one object in its namespace: the ReplicaSets that use it, the other
+// users that own through an object a view maintains (Owners: only the controller's view,
+// which keeps them current), and the users that cannot own it (Others: they block).
 type Users struct {
 	ReplicaSets []ReplicaSetUser
+	Owners      []OwnerUser
 	Others      []OtherUser
 }
 
@@ -72,9 +83,10 @@ type UserView interface {
 	Stale() bool
 }
 
-// ownersOf applies the rule to an object's users: the owners are the live ReplicaSets whose
-// controller is live (or that have none); the blockers are the users that cannot own it, named
-// for messages.
+// ownersOf is the one rule that decides an object's owners from its users, in every mode: the
+// owners are the live ReplicaSets, and the live owners of the other users (revisions, Jobs,
+// Pods, anchors), whose controller is live (or that have none); the blockers are the users that
+// cannot own it, named for messages.
 func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 	for _, r := range u.ReplicaSets {
 		if r.ReplicaSet.Deleting {
@@ -93,8 +105,30 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 		}
 		owners = append(owners, r)
 	}
+	for _, o := range u.Owners {
+		switch {
+		case o.Owner.Deleting, o.Controller == ControllerGone:
+			continue
+		case o.Controller == ControllerUnknown:
+			blockers = append(blockers, fmt.Sprintf("%s (whose controller's existence configmap-attacher cannot confirm)", o.Owner))
+			continue
+		}
+		// The owning user in the form every rule takes (the field keeps the ReplicaSet's name).
+		owners = append(owners, ReplicaSetUser{ReplicaSet: o.Owner, Controller: o.Controller})
+	}
 	for _, o := range u.Others {
 		blockers = append(blockers, o.String())
+	}
+	return owners, blockers
+}
+
+// OwnersOf is the rule for a caller that keeps an object's owners current (the controller
+// deciding whether an anchor may go): the owners the object's users call for, and the users
+// that block it.
+func OwnersOf(u Users) (owners []Owner, blockers []string) {
+	us, blockers := ownersOf(u)
+	for _, o := range us {
+		owners = append(owners, o.ReplicaSet)
 	}
 	return owners, blockers
 }
@@ -112,12 +146,18 @@ type controllerKind struct {
 	gvr         schema.GroupVersionResource
 }
 
-// checkedControllers are the ReplicaSet controllers whose existence is confirmed: Deployments,
-// Rollouts and Experiments (Argo Rollouts' Experiments run ReplicaSets of their own).
+// checkedControllers are the controllers whose existence is confirmed: of ReplicaSets,
+// Deployments, Rollouts and Experiments (Argo Rollouts' Experiments run ReplicaSets of their
+// own); of the other owners, StatefulSets, DaemonSets and CronJobs.
 var checkedControllers = []controllerKind{
 	{"apps", KindDeployment, appsv1.SchemeGroupVersion.WithResource("deployments")},
 	{"argoproj.io", KindRollout, schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}},
 	{"argoproj.io", "Experiment", schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "experiments"}},
+	// The controllers of the other owner kinds: a StatefulSet's or DaemonSet's revisions, a
+	// CronJob's Jobs (the controller mode's owners).
+	{"apps", "StatefulSet", appsv1.SchemeGroupVersion.WithResource("statefulsets")},
+	{"apps", "DaemonSet", appsv1.SchemeGroupVersion.WithResource("daemonsets")},
+	{"batch", "CronJob", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}},
 }
 
 func checkedKind(ref *metav1.OwnerReference) (controllerKind, bool) {

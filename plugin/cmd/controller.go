@@ -27,7 +27,7 @@ import (
 const controllerUsage = `Usage: configmap-attacher controller [-kubeconfig PATH] [-namespaces a,b] [-selector configmap-attacher/revisioned=true]
     [-workloads rollouts,deployments] [-leader-elect=true] [-leader-election-namespace NS] [-leader-election-id configmap-attacher]
     [-leader-election-lease-duration 15s] [-leader-election-renew-deadline 10s] [-leader-election-retry-period 2s]
-    [-metrics-addr :8080] [-health-addr :8081] [-qps 50] [-burst 100] [-workers 4] [-resync 10m] [-dry-run]
+    [-metrics-addr :8080] [-health-addr :8081] [-qps 50] [-burst 100] [-workers 4] [-resync 10m] [-anchor-grace 5m] [-dry-run]
     [-log-level info] [-log-format text|json]
 
 Watches ReplicaSets controlled by Argo Rollouts Rollouts and Deployments and makes every opted-in
@@ -53,7 +53,7 @@ type controllerOptions struct {
 	metricsAddr, healthAddr                   string
 	qps                                       float64
 	workers                                   int
-	resync                                    time.Duration
+	resync, anchorGrace                       time.Duration
 	dryRun                                    bool
 	logLevel, logFormat                       string
 
@@ -112,6 +112,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs.IntVar(&o.client.Burst, "burst", 100, "client-side burst of API requests")
 	fs.IntVar(&o.workers, "workers", controller.DefaultWorkers, "objects reconciled in parallel")
 	fs.DurationVar(&o.resync, "resync", controller.DefaultResync, "interval of the full reconcile of every opted-in object (0: only at start)")
+	fs.DurationVar(&o.anchorGrace, "anchor-grace", controller.DefaultAnchorGrace, "how long the anchor of a deleted workload keeps its config: the window for a delete and re-apply")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log and count the owner references that would be added; write nothing")
 	cli.LogFlags(fs, &o.logLevel, &o.logFormat)
 	fs.Usage = func() {
@@ -175,6 +176,9 @@ func (c *Controller) validate(o *controllerOptions) []string {
 	}
 	problems = append(problems, atLeast("-burst", o.client.Burst, 1)...)
 	problems = append(problems, atLeast("-workers", o.workers, 1)...)
+	if o.anchorGrace <= 0 {
+		problems = append(problems, fmt.Sprintf("-anchor-grace %v: must be positive (the anchors of deleted workloads are kept this long)", o.anchorGrace))
+	}
 	if o.resync < 0 {
 		problems = append(problems, fmt.Sprintf("-resync %v: must not be negative", o.resync))
 	}
@@ -212,7 +216,7 @@ func (c *Controller) main(args []string) int {
 	}
 	pc := controller.ProcessConfig{Client: o.client, Namespaces: o.nsList, Selector: o.selector.Selector(),
 		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), WorkloadsExplicit: o.workloads.set,
-		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, DryRun: o.dryRun, Log: log,
+		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log,
 		Clients: c.clients, Served: c.rolloutsInstalled}
 	if o.leaderElect {
 		pc.LeaderElection = &controller.LeaderElection{Namespace: o.leNamespace, ID: o.leID,

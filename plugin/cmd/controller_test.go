@@ -233,7 +233,7 @@ func TestControllerReadyzNamesUnsyncedNamespace(t *testing.T) {
 	}
 	code, body := get("http://" + addr("health") + "/readyz")
 	if code != http.StatusOK || !strings.HasPrefix(body, "ok: serving 1 of 2 namespaces") ||
-		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, cronjobs, daemonsets, deployments, jobs, pods, secrets, statefulsets; is list and watch allowed? examples/controller-namespaced.yaml") {
+		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, controllerrevisions, cronjobs, daemonsets, deployments, jobs, pods, secrets, statefulsets; is list and watch allowed? examples/controller-namespaced.yaml") {
 		t.Errorf("/readyz %d:\n%s", code, body)
 	}
 	_, metrics := get("http://" + addr("metrics") + "/metrics")

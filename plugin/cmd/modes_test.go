@@ -62,6 +62,9 @@ type modesRow struct {
 	orphan bool
 	// listPull: the step config and -secrets name the image pull secret too.
 	listPull bool
+	// wantController, when set, is what the controller writes where it differs from the
+	// one-shot modes (it maintains every user: a StatefulSet owns through its anchor).
+	wantController []string
 	// want is what every mode writes.
 	want []string
 }
@@ -122,10 +125,13 @@ func (r modesRow) world() modesWorld {
 	return w
 }
 
-// written returns "Kind/name ← UID,UID" for every owner-reference patch among actions.
+// written returns "Kind/name ← UID,UID" for every object an owner-reference patch among
+// actions made a ReplicaSet's dependent: the ReplicaSets' UIDs of all its patches. (The
+// controller also writes the owners of other users, anchors included: tested in
+// plugin/controller and test/controllermode.)
 func written(t *testing.T, actions []k8stesting.Action) []string {
 	t.Helper()
-	var out []string
+	byObject := map[string]map[string]bool{}
 	for _, a := range actions {
 		p, ok := a.(k8stesting.PatchAction)
 		if !ok {
@@ -138,19 +144,33 @@ func written(t *testing.T, actions []k8stesting.Action) []string {
 		var body struct {
 			Metadata struct {
 				OwnerReferences []struct {
-					UID types.UID `json:"uid"`
+					Kind string    `json:"kind"`
+					UID  types.UID `json:"uid"`
 				} `json:"ownerReferences"`
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
 			t.Fatalf("patch %s: %v", p.GetPatch(), err)
 		}
-		var uids []string
+		key := kind + "/" + p.GetName()
 		for _, r := range body.Metadata.OwnerReferences {
-			uids = append(uids, string(r.UID))
+			if r.Kind != "ReplicaSet" {
+				continue
+			}
+			if byObject[key] == nil {
+				byObject[key] = map[string]bool{}
+			}
+			byObject[key][string(r.UID)] = true
+		}
+	}
+	var out []string
+	for key, set := range byObject {
+		uids := make([]string, 0, len(set))
+		for uid := range set {
+			uids = append(uids, uid)
 		}
 		sort.Strings(uids)
-		out = append(out, fmt.Sprintf("%s/%s ← %s", kind, p.GetName(), strings.Join(uids, ",")))
+		out = append(out, fmt.Sprintf("%s ← %s", key, strings.Join(uids, ",")))
 	}
 	sort.Strings(out)
 	return out
@@ -237,7 +257,9 @@ func runController(t *testing.T, w modesWorld) []string {
 		case *corev1.Secret:
 			metas = append(metas, partial("v1", "Secret", o.ObjectMeta))
 		case *appsv1.Deployment:
+			// Cached typed (its template: the anchor), confirmed as metadata.
 			metas = append(metas, partial("apps/v1", "Deployment", o.ObjectMeta))
+			typed = append(typed, o)
 		default:
 			typed = append(typed, o)
 		}
@@ -291,7 +313,7 @@ func TestFourModes(t *testing.T) {
 	both := []string{"ConfigMap/cfg ← " + string(modesUIDAPI) + "," + string(modesUIDCur)}
 	rows := []modesRow{
 		{name: "a: shared by a Rollout and a Deployment: both own it", want: both},
-		{name: "b: a StatefulSet uses it too: nothing is written", statefulSet: true, want: nil},
+		{name: "b: a StatefulSet uses it too: the one-shot modes write nothing, the controller maintains every user", statefulSet: true, want: nil, wantController: both},
 		{name: "c: a ReplicaSet whose Rollout is gone uses it too: never an owner", orphan: true, want: both},
 		{name: "d: an image pull secret not opted in, listed: left alone", listPull: true, want: both},
 	}
@@ -311,13 +333,20 @@ func TestFourModes(t *testing.T) {
 				t.Run(m.name, func(t *testing.T) {
 					w := row.world()
 					got[m.name] = m.run(t, w)
-					if !slices.Equal(got[m.name], row.want) {
-						t.Errorf("%s wrote %q, want %q", m.name, got[m.name], row.want)
+					want := row.want
+					if m.name == "controller" && row.wantController != nil {
+						want = row.wantController
+					}
+					if !slices.Equal(got[m.name], want) {
+						t.Errorf("%s wrote %q, want %q", m.name, got[m.name], want)
 					}
 				})
 			}
 			first, ran := got[modes[0].name]
 			for _, m := range modes[1:] {
+				if m.name == "controller" && row.wantController != nil {
+					continue // the controller keeps what the one-shot modes cannot
+				}
 				if other, ok := got[m.name]; ran && ok && !slices.Equal(other, first) {
 					t.Errorf("modes disagree: %s wrote %q, %s wrote %q", modes[0].name, got[modes[0].name], m.name, got[m.name])
 				}

@@ -90,6 +90,8 @@ type cachedObject struct {
 	UID    types.UID
 	// Labels are the labels the opt-in selector looks at (opted-in objects only).
 	Labels map[string]string
+	// Refs are the objects a workload's current template references (the Deployment cache).
+	Refs []plugin.Object
 }
 
 // GetObjectKind is required by runtime.Object.
@@ -100,6 +102,7 @@ func (o *cachedObject) DeepCopyObject() runtime.Object {
 	out := *o
 	out.Owners = slices.Clone(o.Owners)
 	out.Labels = maps.Clone(o.Labels)
+	out.Refs = slices.Clone(o.Refs)
 	return &out
 }
 

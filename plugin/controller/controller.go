@@ -122,6 +122,9 @@ type Config struct {
 	Events record.EventRecorder
 	// FreeMemoryAfterSync returns the initial sync's garbage to the OS (a process of its own).
 	FreeMemoryAfterSync bool
+	// AnchorGrace is how long the anchor of a deleted workload is kept (default
+	// DefaultAnchorGrace): the delete and re-apply window.
+	AnchorGrace time.Duration
 }
 
 // Controller is the watcher. Create it with New, then call Run.
@@ -146,6 +149,10 @@ type Controller struct {
 	pending map[Key]pendingOwners
 	// seen holds the time of the add event that made an object's references due (reaction time).
 	seen map[Key]time.Time
+	// gone holds when a workload (namespace/Kind/name) with anchors was first seen absent: its
+	// anchors are kept for AnchorGrace from then (a restart starts the grace again: longer,
+	// never shorter).
+	gone map[string]time.Time
 	// gaugeNamespaces are the namespaces the gauges have a series for (set to 0 when clean).
 	gaugeNamespaces map[string]bool
 	// shared holds the namespaces and selector label sets the cached objects share.
@@ -160,6 +167,9 @@ type scope struct {
 	// the pod templates that cannot own.
 	workloads map[string]cache.SharedIndexInformer
 	templates []cache.SharedIndexInformer
+	// revisions are the ControllerRevisions: StatefulSets' and DaemonSets' revisions (owners)
+	// and the anchors (owners.go).
+	revisions cache.SharedIndexInformer
 }
 
 // New builds the informers, indexes and queue; nothing talks to the apiserver before Run.
@@ -188,8 +198,11 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.LeaderKube == nil {
 		cfg.LeaderKube = cfg.Kube
 	}
+	if cfg.AnchorGrace <= 0 {
+		cfg.AnchorGrace = DefaultAnchorGrace
+	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, scopes: map[string]*scope{},
-		pending: map[Key]pendingOwners{}, seen: map[Key]time.Time{}, gaugeNamespaces: map[string]bool{}}
+		pending: map[Key]pendingOwners{}, seen: map[Key]time.Time{}, gone: map[string]time.Time{}, gaugeNamespaces: map[string]bool{}}
 	c.attacher = &plugin.Attacher{Client: clientset.Typed(cfg.Kube), Meta: cfg.Meta, Log: cfg.Log, RBACHint: RBACHint}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[Key](),
 		workqueue.TypedRateLimitingQueueConfig[Key]{Name: "objects", MetricsProvider: cfg.Metrics})

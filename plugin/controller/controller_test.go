@@ -111,11 +111,14 @@ func startServed(t *testing.T, cfg Config, served bool, kobjs []runtime.Object, 
 	}
 	// The workloads that control rs's ReplicaSets exist (every user counts: a ReplicaSet whose
 	// controller is gone never becomes an owner).
+	// Deployments are cached typed (their template's references: the anchor) and confirmed as
+	// metadata, as a real apiserver serves both.
 	for _, kind := range []string{"Rollout", "Deployment"} {
 		if h := liveWorkload(kind); h != nil {
 			mobjs = append(mobjs, h)
 		}
 	}
+	kobjs = append(kobjs, &appsv1.Deployment{ObjectMeta: liveWorkload("Deployment").ObjectMeta})
 	cfg.RolloutsServed, cfg.ExperimentsServed = served, served
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
@@ -544,31 +547,69 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestBlockedUntilTheBlockerGoes: a StatefulSet that uses an opted-in ConfigMap blocks its
-// adoption (no patch, a Warning Event, adoptions_blocked_total); once the StatefulSet is
-// deleted, the ConfigMap is adopted at once, without waiting for a resync.
-func TestBlockedUntilTheBlockerGoes(t *testing.T) {
+// TestStatefulSetOwnsThroughItsAnchor: every user owns. A StatefulSet that uses an opted-in
+// ConfigMap gets an anchor for its current template (a ControllerRevision the controller
+// creates, labelled, with no owner), and the ConfigMap gets the anchor and the ReplicaSet as
+// owners in one patch; nothing is blocked.
+func TestStatefulSetOwnsThroughItsAnchor(t *testing.T) {
 	web := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns},
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns, UID: "uid-sts"},
 		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: spec([]string{"shared"}, nil)}}}
 	h := startWith(t, Config{}, []runtime.Object{web, sts}, meta("ConfigMap", "shared", optIn))
+	anchor := plugin.NewAnchor("StatefulSet", "cache", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "shared"}})
+	h.eventually("the anchor", func() bool {
+		_, err := h.kube.AppsV1().ControllerRevisions(ns).Get(context.Background(), anchor.ObjectName(), metav1.GetOptions{})
+		return err == nil
+	})
+	h.eventually("the patch", func() bool { return len(h.patches()) > 0 })
 	h.settle()
-	equal(t, "patches with the StatefulSet", h.patches(), nil)
+	cr, err := h.kube.AppsV1().ControllerRevisions(ns).Get(context.Background(), anchor.ObjectName(), metav1.GetOptions{})
+	if err != nil || !plugin.IsAnchor(cr) || len(cr.OwnerReferences) != 0 {
+		t.Fatalf("anchor %+v, %v", cr, err)
+	}
+	var all []string
+	for _, p := range h.patches() {
+		all = append(all, p)
+	}
+	joined := strings.Join(all, ";")
+	if !strings.Contains(joined, "web-1") || !strings.Contains(joined, anchor.ObjectName()) {
+		t.Errorf("patches %v: want web-1 and the anchor", all)
+	}
+	if got := value(h.m.Blocked.WithLabelValues("ConfigMap")); got != 0 {
+		t.Errorf("adoptions_blocked_total = %v, want 0", got)
+	}
+	if got := value(h.m.Anchors.WithLabelValues("created")); got != 1 {
+		t.Errorf("anchors_total{created} = %v, want 1", got)
+	}
+}
+
+// TestBlockedUntilTheBlockerGoes: a Pod of a controller kind configmap-attacher does not know
+// (its lifetime cannot be seen) that uses an opted-in ConfigMap blocks its adoption (no patch,
+// a Warning Event, adoptions_blocked_total); once the Pod is deleted, the ConfigMap is adopted
+// at once, without waiting for a resync.
+func TestBlockedUntilTheBlockerGoes(t *testing.T) {
+	web := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "wf-1", Namespace: ns, UID: "uid-wf-1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "wf", UID: "uid-wf", Controller: ptr(true)}}},
+		Spec: spec([]string{"shared"}, nil)}
+	h := startWith(t, Config{}, []runtime.Object{web, pod}, meta("ConfigMap", "shared", optIn))
+	h.settle()
+	equal(t, "patches with the Pod", h.patches(), nil)
 	if got := value(h.m.Blocked.WithLabelValues("ConfigMap")); got < 1 {
 		t.Errorf("adoptions_blocked_total = %v, want at least 1", got)
 	}
 	select {
 	case e := <-h.events.Events:
-		if !strings.Contains(e, "Warning OwnerReferenceBlocked ConfigMap shared is also used by StatefulSet cache") {
+		if !strings.Contains(e, "Warning OwnerReferenceBlocked ConfigMap shared is also used by Pod wf-1") {
 			t.Errorf("event %q", e)
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("no Warning event for the blocked object")
 	}
-	if err := h.kube.AppsV1().StatefulSets(ns).Delete(context.Background(), "cache", metav1.DeleteOptions{}); err != nil {
+	if err := h.kube.CoreV1().Pods(ns).Delete(context.Background(), "wf-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("the patch once the StatefulSet is gone", func() bool { return len(h.patches()) == 1 })
+	h.eventually("the patch once the Pod is gone", func() bool { return len(h.patches()) == 1 })
 	equal(t, "patches after", h.patches(), []string{"ConfigMap/shared: web-1"})
 }
 

@@ -52,6 +52,9 @@ func scopeInformers(sc *scope) []namedInformer {
 	for i, inf := range sc.templates {
 		out = append(out, namedInformer{resource: templateResources[i], inf: inf})
 	}
+	if sc.revisions != nil {
+		out = append(out, namedInformer{resource: "controllerrevisions", inf: sc.revisions})
+	}
 	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].resource < out[1+j].resource })
 	return out
 }

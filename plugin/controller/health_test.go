@@ -174,7 +174,7 @@ func TestUnsyncedNamespaceDoesNotStopOthers(t *testing.T) {
 	}
 	ready, body := h.ctl.Readiness()
 	if !ready || !strings.HasPrefix(body, "ok: serving 1 of 3 namespaces") ||
-		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? ") ||
+		!strings.Contains(body, "not synced: namespace locked: replicasets, configmaps, controllerrevisions, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? ") ||
 		!strings.Contains(body, "not synced: namespace partial: secrets; is list and watch allowed? ") || !strings.Contains(body, RBACHintNamespaced) {
 		t.Errorf("readiness %v:\n%s", ready, body)
 	}
@@ -247,7 +247,7 @@ func TestNoNamespaceSyncedWaits(t *testing.T) {
 		t.Fatalf("Run returned with no namespace synced: %v", err)
 	default:
 	}
-	if ready, body := h.ctl.Readiness(); ready || body != "caches not synced\nnot synced: namespace locked: replicasets, configmaps, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? "+rbacHint("locked") {
+	if ready, body := h.ctl.Readiness(); ready || body != "caches not synced\nnot synced: namespace locked: replicasets, configmaps, controllerrevisions, cronjobs, daemonsets, deployments, experiments, jobs, pods, rollouts, secrets, statefulsets; is list and watch allowed? "+rbacHint("locked") {
 		t.Errorf("readiness %v:\n%s", ready, body)
 	}
 	if h.ctl.Leading() || value(h.m.Ready) != 0 {
@@ -286,7 +286,7 @@ func TestSyncTimeoutServesSynced(t *testing.T) {
 	}
 	h.settle()
 	equal(t, "patches", h.patches(), []string{"ConfigMap/cm-1: web-1"})
-	if u := h.ctl.Unsynced(); len(u) != 1 || u[0].String() != "namespace flaky: configmaps, deployments, experiments, rollouts, secrets" {
+	if u := h.ctl.Unsynced(); len(u) != 1 || u[0].String() != "namespace flaky: configmaps, experiments, rollouts, secrets" {
 		t.Errorf("unsynced %v", u)
 	}
 	if !h.logged(logrus.WarnLevel, "cannot list configmaps in namespace flaky", logrus.Fields{"namespace": "flaky", "resource": "configmaps"}) {
@@ -409,8 +409,8 @@ func TestScopeInformers(t *testing.T) {
 	}
 	// The workload and template caches of "every user counts" (Rollouts and Experiments only
 	// when served).
-	equal(t, "informers", got, []string{"replicasets", "configmaps", "cronjobs", "daemonsets", "deployments", "jobs", "pods", "secrets", "statefulsets"})
-	if u := c.Unsynced(); len(u) != 1 || u[0].String() != "all namespaces: replicasets, configmaps, cronjobs, daemonsets, deployments, jobs, pods, secrets, statefulsets" {
+	equal(t, "informers", got, []string{"replicasets", "configmaps", "controllerrevisions", "cronjobs", "daemonsets", "deployments", "jobs", "pods", "secrets", "statefulsets"})
+	if u := c.Unsynced(); len(u) != 1 || u[0].String() != "all namespaces: replicasets, configmaps, controllerrevisions, cronjobs, daemonsets, deployments, jobs, pods, secrets, statefulsets" {
 		t.Errorf("unsynced before Run: %v", u)
 	}
 }

@@ -27,6 +27,8 @@ type Metrics struct {
 	// (a StatefulSet, DaemonSet, Job, CronJob, bare Pod, or a ReplicaSet of an unchecked
 	// controller) also uses it.
 	Blocked *prometheus.CounterVec
+	// Anchors counts the anchors (plugin/anchor.go) created and deleted, by action.
+	Anchors *prometheus.CounterVec
 	// Reconciles counts reconciles of one object by result: noop, patched, dry_run, error.
 	Reconciles *prometheus.CounterVec
 	// ReconcileErrors counts failed reconciles by reason (forbidden, invalid, conflict,
@@ -76,6 +78,8 @@ func NewMetrics() *Metrics {
 		Help: "Owner references -dry-run would have added, by kind of object."}, []string{"kind"})
 	m.Blocked = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "adoptions_blocked_total",
 		Help: "Reconciles that left an opted-in object alone because a user that cannot own it (StatefulSet, DaemonSet, Job, CronJob, bare Pod) also uses it, by kind of object."}, []string{"kind"})
+	m.Anchors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "anchors_total",
+		Help: "Anchors (ControllerRevisions standing for a workload's current template) created and deleted, by action (created, deleted)."}, []string{"action"})
 	m.Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconciles_total",
 		Help: "Reconciles of one object, by result (noop, patched, dry_run, blocked, error)."}, []string{"result"})
 	m.ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconcile_errors_total",
@@ -107,7 +111,7 @@ func NewMetrics() *Metrics {
 	q.longestRunningProcessor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPrefix + "workqueue_longest_running_processor_seconds",
 		Help: "How long the longest running processor has been running."}, []string{"name"})
 	q.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "workqueue_retries_total", Help: "Retries handled by the work queue."}, []string{"name"})
-	for _, c := range []prometheus.Collector{m.OwnerReferencesAdded, m.OwnerReferencesWouldAdd, m.Blocked, m.Reconciles, m.ReconcileErrors, m.Reaction,
+	for _, c := range []prometheus.Collector{m.OwnerReferencesAdded, m.OwnerReferencesWouldAdd, m.Blocked, m.Anchors, m.Reconciles, m.ReconcileErrors, m.Reaction,
 		m.Leader, m.Ready, m.ScopeSynced, m.Unowned, m.Lost, m.Requests, q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunningProcessor, q.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

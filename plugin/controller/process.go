@@ -49,6 +49,7 @@ type ProcessConfig struct {
 	MetricsAddr, HealthAddr string
 	Workers                 int
 	Resync                  time.Duration
+	AnchorGrace             time.Duration
 	DryRun                  bool
 	Log                     *logrus.Logger
 	// Clients builds the API clients from the REST config (nil: DefaultClients; tests pass
@@ -226,7 +227,7 @@ func RunProcess(ctx context.Context, o ProcessConfig) error {
 	}
 	entry := log.WithField("component", "controller")
 	ccfg := Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.Namespaces, Selector: o.Selector,
-		Rollouts: o.Rollouts, Deployments: o.Deployments, RolloutsServed: served.Rollouts, ExperimentsServed: served.Experiments, Workers: o.Workers, Resync: o.Resync, DryRun: o.DryRun,
+		Rollouts: o.Rollouts, Deployments: o.Deployments, RolloutsServed: served.Rollouts, ExperimentsServed: served.Experiments, Workers: o.Workers, Resync: o.Resync, AnchorGrace: o.AnchorGrace, DryRun: o.DryRun,
 		Log: entry, Metrics: m, FreeMemoryAfterSync: true}
 	if o.LeaderElection != nil {
 		le := *o.LeaderElection

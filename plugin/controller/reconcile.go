@@ -34,6 +34,28 @@ func (c *Controller) watchedUser(k Key) bool {
 			return true
 		}
 	}
+	// Every other kind of user adopts too: a StatefulSet's or DaemonSet's revision, a Job, a
+	// CronJob, a bare Pod, a Deployment's current template (every user owns).
+	if sc.revisions != nil {
+		if items, _ := sc.revisions.GetIndexer().ByIndex(byRef, k.String()); len(items) > 0 {
+			return true
+		}
+	}
+	for _, inf := range sc.templates {
+		items, _ := inf.GetIndexer().ByIndex(byRef, k.String())
+		for _, it := range items {
+			if t, ok := it.(*cachedTemplate); ok && t.DeletionTimestamp == nil && (t.Kind != "Pod" || t.Controller == nil) {
+				return true
+			}
+		}
+	}
+	if c.cfg.Deployments {
+		if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
+			if items, _ := inf.GetIndexer().ByIndex(byRef, k.String()); len(items) > 0 {
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -44,12 +66,15 @@ func (c *Controller) watchedUser(k Key) bool {
 // blocks it (a Warning Event, blocked_total); nothing missing, no request. The result says what
 // happened ("noop", "patched", "dry_run", "blocked").
 func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
+	if k.Kind == kindWorkload {
+		return c.syncAnchors(ctx, k)
+	}
 	m := c.object(k)
 	if !c.optedIn(m) || !c.watchedUser(k) {
 		c.reacted(k, false)
 		return "noop", nil
 	}
-	cand := plugin.Candidate{Object: k.object(), UID: m.UID, Labels: m.Labels, Owners: c.ownersWithPending(k, m), ReplicaSetOwned: m.RSOwned}
+	cand := plugin.Candidate{Object: k.object(), UID: m.UID, Labels: m.Labels, Owners: c.ownersWithPending(k, m), ReplicaSetOwned: m.RSOwned || len(m.Owners) > 0}
 	req := plugin.Request{Namespace: k.Namespace, Users: view{c, k.Namespace}, Candidates: []plugin.Candidate{cand},
 		Policy: plugin.Policy{RequireOptIn: true, OptIn: c.cfg.Selector}, DryRun: c.cfg.DryRun}
 	log := c.log.WithFields(logrus.Fields{"namespace": k.Namespace, "object": k.object().String()})
@@ -58,6 +83,12 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	res, err := c.attacher.Reconcile(rctx, req)
 	if err == nil && len(res.Errors) > 0 {
 		err = res.Errors[0].Err
+	}
+	if len(res.Blocked) > 0 && onlyAnchorsPending(res.Blocked[0].Users) {
+		// A workload's anchor is a moment away: its add event brings the object back.
+		log.WithField("users", strings.Join(res.Blocked[0].Users, ", ")).Debug("waiting for an anchor")
+		c.reacted(k, false)
+		return "noop", nil
 	}
 	if len(res.Blocked) > 0 {
 		c.blocked(k, res.Blocked[0])

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -209,13 +210,25 @@ func (c *Controller) enqueueAll() int {
 // enqueueScope queues the opted-in objects the ReplicaSets of one scope reference.
 func (c *Controller) enqueueScope(sc *scope) int {
 	n := 0
-	for _, v := range sc.rs.GetIndexer().ListIndexFuncValues(byRef) {
-		if k, ok := parseKey(v); ok && c.optedIn(c.object(k)) {
-			c.queue.Add(k)
-			n++
+	seen := map[Key]bool{}
+	indexed := []cache.SharedIndexInformer{sc.rs}
+	indexed = append(indexed, sc.templates...)
+	if sc.revisions != nil {
+		indexed = append(indexed, sc.revisions)
+	}
+	if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
+		indexed = append(indexed, inf)
+	}
+	for _, inf := range indexed {
+		for _, v := range inf.GetIndexer().ListIndexFuncValues(byRef) {
+			if k, ok := parseKey(v); ok && !seen[k] && c.optedIn(c.object(k)) {
+				seen[k] = true
+				c.queue.Add(k)
+				n++
+			}
 		}
 	}
-	return n
+	return n + c.enqueueAnchors(sc)
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {

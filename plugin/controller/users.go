@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -41,11 +43,15 @@ type cachedTemplate struct {
 	metav1.ObjectMeta
 	Kind string
 	Refs []plugin.Object
+	// Controller is its controller reference (nil: none); Orphaning: being deleted with the
+	// orphan finalizer (its revisions or Jobs live on without it).
+	Controller *metav1.OwnerReference
+	Orphaning  bool
 }
 
 // DeepCopyObject is required by runtime.Object; the cache never modifies its objects.
 func (t *cachedTemplate) DeepCopyObject() runtime.Object {
-	out := &cachedTemplate{TypeMeta: t.TypeMeta, Kind: t.Kind, Refs: append([]plugin.Object(nil), t.Refs...)}
+	out := &cachedTemplate{TypeMeta: t.TypeMeta, Kind: t.Kind, Refs: append([]plugin.Object(nil), t.Refs...), Controller: t.Controller, Orphaning: t.Orphaning}
 	t.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
@@ -66,13 +72,17 @@ func compactTemplate(obj any) (any, error) {
 		kind, meta, spec = "CronJob", o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
 	case *corev1.Pod:
 		kind, meta = "Pod", o.ObjectMeta
-		if !plugin.ReplicaSetPod(metav1.GetControllerOfNoCopy(o)) {
+		if !templatedPod(metav1.GetControllerOfNoCopy(o)) {
 			spec = &o.Spec
 		}
 	default:
 		return obj, nil // already compact, or a tombstone
 	}
-	out := &cachedTemplate{Kind: kind, ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID, ResourceVersion: meta.ResourceVersion}}
+	out := &cachedTemplate{Kind: kind, ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID, ResourceVersion: meta.ResourceVersion,
+		DeletionTimestamp: meta.DeletionTimestamp}, Orphaning: plugin.Orphaning(&meta)}
+	if ref := metav1.GetControllerOfNoCopy(&meta); ref != nil {
+		out.Controller = ref.DeepCopy()
+	}
 	if spec != nil {
 		out.Refs = objectList(plugin.TemplateReferences(spec))
 	}
@@ -88,19 +98,69 @@ func templateIndex(obj any) ([]string, error) {
 }
 
 // compactWorkload is the workload caches' transform: name, UID, resourceVersion and whether
-// it is being deleted.
-func compactWorkload(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
+// it is being deleted; for a Deployment also its template's references.
+func (c *Controller) compactWorkload(obj any) (any, error) {
+	var m metav1.Object
+	var refs []plugin.Object
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		m = o
+	case *appsv1.Deployment:
+		m, refs = o, objectList(plugin.TemplateReferences(&o.Spec.Template.Spec))
+	default:
 		return obj, nil
 	}
 	// Orphaning: deleted with the orphan finalizer, its ReplicaSets live on without a controller.
-	return &cachedObject{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, UID: m.UID, Deleting: m.DeletionTimestamp != nil,
-		Orphaning: plugin.Orphaning(m)}, nil
+	return &cachedObject{Name: m.GetName(), Namespace: c.shared.name(m.GetNamespace()), ResourceVersion: m.GetResourceVersion(), UID: m.GetUID(), Deleting: m.GetDeletionTimestamp() != nil,
+		Orphaning: plugin.Orphaning(m), Refs: refs}, nil
 }
 
-// templateResources name the template caches of a scope, in the order of scope.templates.
-var templateResources = []string{"statefulsets", "daemonsets", "jobs", "cronjobs", "pods"}
+// workloadRefIndex indexes a workload by the objects its current template references.
+func workloadRefIndex(obj any) ([]string, error) {
+	o, ok := obj.(*cachedObject)
+	if !ok || o.Deleting {
+		return nil, nil
+	}
+	return refKeys(o.Namespace, o.Refs), nil
+}
+
+// onTemplateChange reacts to a workload whose current template's references changed (created,
+// changed, deleted): its anchors are synced, and the objects of both sets looked at again.
+func (c *Controller) onTemplateChange(kind, ns, name string, old, cur []plugin.Object) {
+	if !slices.Contains(plugin.AnchorKinds, kind) {
+		return
+	}
+	c.enqueueWorkload(ns, kind, name, 0)
+	c.enqueueRefs(ns, old, false)
+	c.enqueueRefs(ns, cur, true)
+}
+
+// templateResources name the template caches of a scope, in the order of scope.templates, and
+// templateKinds their kinds.
+var (
+	templateResources = []string{"statefulsets", "daemonsets", "jobs", "cronjobs", "pods"}
+	templateKinds     = []string{"StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"}
+)
+
+// templatedPod reports whether a Pod with this controller runs its controller's template, which
+// the caches read (a ReplicaSet's, a StatefulSet's or DaemonSet's revision, a Job's): its own
+// spec then adds nothing. A bare Pod's spec, or that of a Pod of another kind, counts.
+func templatedPod(ref *metav1.OwnerReference) bool {
+	if ref == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	switch {
+	case gv.Group == "apps" && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet"):
+		return true
+	case gv.Group == "batch" && ref.Kind == "Job":
+		return true
+	}
+	return false
+}
 
 // addUserCaches adds the workload and template caches to a scope.
 func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory) error {
@@ -109,8 +169,18 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if w.crd && !(w.kind == plugin.KindRollout && c.cfg.RolloutsServed || w.kind == "Experiment" && c.cfg.ExperimentsServed) {
 			continue // not served: its ReplicaSets' controllers are unknown, and block
 		}
-		inf := mf.ForResource(w.gvr).Informer()
-		if err := inf.SetTransform(compactWorkload); err != nil {
+		var inf cache.SharedIndexInformer
+		if w.kind == plugin.KindDeployment {
+			// Deployments are read whole (and compacted at once) for their current template's
+			// references: the anchor that stands for it (anchors.go).
+			inf = kf.Apps().V1().Deployments().Informer()
+			if err := inf.AddIndexers(cache.Indexers{byRef: workloadRefIndex}); err != nil {
+				return fmt.Errorf("%s indexes: %w", w.kind, err)
+			}
+		} else {
+			inf = mf.ForResource(w.gvr).Informer()
+		}
+		if err := inf.SetTransform(c.compactWorkload); err != nil {
 			return fmt.Errorf("%s informer transform: %w", w.kind, err)
 		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -122,6 +192,17 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 				n, ok2 := obj.(*cachedObject)
 				if ok1 && ok2 && (o.UID != n.UID || o.Orphaning != n.Orphaning) {
 					c.onWorkload(sc, w.kind, obj, false)
+				}
+				if ok1 && ok2 && (o.UID != n.UID || o.Deleting != n.Deleting || !slices.Equal(o.Refs, n.Refs)) {
+					c.onTemplateChange(w.kind, o.Namespace, o.Name, o.Refs, n.Refs)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if o, ok := obj.(*cachedObject); ok {
+					c.onTemplateChange(w.kind, o.Namespace, o.Name, o.Refs, nil)
 				}
 			},
 		}); err != nil {
@@ -140,13 +221,37 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if err := inf.AddIndexers(cache.Indexers{byRef: templateIndex}); err != nil {
 			return fmt.Errorf("template indexes: %w", err)
 		}
-		// A blocker that goes (the StatefulSet deleted, the Job finished and removed) frees its
-		// objects: look at them again now rather than at the next resync.
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.onTemplateDelete}); err != nil {
+		// A user that comes (a Job, a bare Pod, a StatefulSet), changes its template or goes
+		// changes the object's owners: look at its objects again now rather than at the resync.
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if t, ok := obj.(*cachedTemplate); ok && !initial {
+					c.onTemplateChange(t.Kind, t.Namespace, t.Name, nil, t.Refs)
+					c.enqueueRefs(t.Namespace, t.Refs, true)
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(*cachedTemplate)
+				n, ok2 := newObj.(*cachedTemplate)
+				if ok1 && ok2 && (o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || !slices.Equal(o.Refs, n.Refs) ||
+					controllerRefUID(o.Controller) != controllerRefUID(n.Controller)) {
+					c.onTemplateChange(n.Kind, n.Namespace, n.Name, o.Refs, n.Refs)
+					c.enqueueRefs(n.Namespace, append(slices.Clone(o.Refs), n.Refs...), false)
+				}
+			},
+			DeleteFunc: c.onTemplateDelete,
+		}); err != nil {
 			return fmt.Errorf("template event handler: %w", err)
 		}
 	}
-	return nil
+	return c.addRevisionCache(sc, kf)
+}
+
+func controllerRefUID(ref *metav1.OwnerReference) types.UID {
+	if ref == nil {
+		return ""
+	}
+	return ref.UID
 }
 
 // onWorkload queues the objects of a workload's ReplicaSets when the workload appears (or is
@@ -155,7 +260,11 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 // back before the resync. The initial list needs nothing: the full reconcile follows it.
 func (c *Controller) onWorkload(sc *scope, kind string, obj any, initial bool) {
 	m, ok := obj.(*cachedObject)
-	if !ok || initial || (m.Deleting && !m.Orphaning) {
+	if !ok || initial {
+		return
+	}
+	c.onTemplateChange(kind, m.Namespace, m.Name, nil, m.Refs)
+	if m.Deleting && !m.Orphaning {
 		return
 	}
 	items, _ := sc.rs.GetIndexer().ByIndex(byController, m.Namespace+"/"+kind+"/"+m.Name)
@@ -184,6 +293,7 @@ func (c *Controller) onTemplateDelete(obj any) {
 	if !ok {
 		return
 	}
+	c.onTemplateChange(t.Kind, t.Namespace, t.Name, t.Refs, nil)
 	for _, o := range t.Refs {
 		k := Key{t.Namespace, o.Kind, o.Name}
 		if c.optedIn(c.object(k)) {
@@ -220,14 +330,7 @@ func (v view) UsersOf(o plugin.Object) plugin.Users {
 	for _, rs := range crs {
 		u.ReplicaSets = append(u.ReplicaSets, plugin.ReplicaSetUser{ReplicaSet: rs.owner(), Controller: v.c.controllerState(sc, rs), CredentialOnly: rs.credentialOnly(o)})
 	}
-	for _, inf := range sc.templates {
-		items, _ := inf.GetIndexer().ByIndex(byRef, k)
-		for _, it := range items {
-			if t, ok := it.(*cachedTemplate); ok {
-				u.Others = append(u.Others, plugin.OtherUser{Kind: t.Kind, Name: t.Name})
-			}
-		}
-	}
+	v.ownerUsers(sc, o, &u)
 	return u
 }
 

@@ -95,11 +95,17 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["list", "watch"]
-# Every user of an object counts: the workloads whose existence decides whether their
-# ReplicaSets may own (metadata only), and the pod templates that cannot own; never written.
+# Every user owns: the workloads whose existence decides whether their ReplicaSets, revisions
+# and Jobs may own, and whose current templates their anchors stand for; never written.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["list", "watch"]
+# StatefulSets' and DaemonSets' revisions (owners), and the anchors: the only objects the
+# controller creates and deletes (ControllerRevisions labelled configmap-attacher.io/anchor;
+# the controller deletes nothing else, each delete carrying the anchor's UID as a precondition).
+- apiGroups: ["apps"]
+  resources: ["controllerrevisions"]
+  verbs: ["list", "watch", "get", "create", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs", "cronjobs"]
   verbs: ["list", "watch"]
@@ -113,7 +119,13 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 # of its controller (metadata only), which etcd answers at once. Without get the controller
 # reads them with a list by name instead, which waits for the apiserver's watch cache.
 - apiGroups: ["apps"]
-  resources: ["replicasets", "deployments"]
+  resources: ["replicasets", "deployments", "statefulsets", "daemonsets"]
+  verbs: ["get"]
+- apiGroups: ["batch"]
+  resources: ["jobs", "cronjobs"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["pods"]
   verbs: ["get"]
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts", "experiments"]

@@ -1,0 +1,200 @@
+package plugin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Anchors and revisions: the owners that stand for a workload's current template and for a
+// StatefulSet's or DaemonSet's revisions. Pure: no request is sent from here.
+//
+// An anchor is an apps/v1 ControllerRevision that the controller mode creates for a workload
+// (Deployment, Rollout, StatefulSet, DaemonSet, CronJob) and the set of objects its current pod
+// template references. It is an owner of those objects from the moment it exists, so the object
+// outlives a delete and re-apply of its workload deterministically (the garbage collector finds
+// a live owner, whatever the timing), and a CronJob's config lives between its runs. An anchor
+// carries no owner reference: deleting its workload must not delete it. It is the only kind of
+// object configmap-attacher creates or deletes, and it is labelled AnchorLabel; AnchorVerdict is
+// the one rule that deletes one.
+
+const (
+	// AnchorLabel marks the anchors configmap-attacher created (value "true"): the controller
+	// lists, watches and deletes only ControllerRevisions with it.
+	AnchorLabel = "configmap-attacher.io/anchor"
+	// AnchorWorkloadAnnotation names the anchor's workload, "Kind/name".
+	AnchorWorkloadAnnotation = "configmap-attacher.io/workload"
+)
+
+// AnchorKinds are the workload kinds that get an anchor for their current template.
+var AnchorKinds = []string{KindDeployment, KindRollout, "StatefulSet", "DaemonSet", "CronJob"}
+
+// Anchor is what an anchor stands for: a workload's template that references Refs.
+type Anchor struct {
+	Kind, Name string
+	// Refs are the objects the template references, sorted (CompareObjects).
+	Refs []Object
+}
+
+// anchorData is an anchor's data: the workload and the objects, so that the anchor can be read
+// without its annotations (data is immutable; annotations are not).
+type anchorData struct {
+	Workload   string   `json:"workload"`
+	References []string `json:"references"`
+}
+
+// NewAnchor is the anchor of the workload kind/name whose current template references refs.
+func NewAnchor(kind, name string, refs []Object) Anchor {
+	refs = slices.Clone(refs)
+	slices.SortFunc(refs, CompareObjects)
+	refs = slices.Compact(refs)
+	return Anchor{Kind: kind, Name: name, Refs: refs}
+}
+
+// ObjectName is the anchor's name: the workload's name (cut to fit), "-cma-", the kind, and a
+// hash of kind, name and references, so that one workload's anchors differ by their sets and a
+// create is idempotent.
+func (a Anchor) ObjectName() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s/%s\n", a.Kind, a.Name)
+	for _, o := range a.Refs {
+		fmt.Fprintf(h, "%s/%s\n", o.Kind, o.Name)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:10]
+	name := a.Name
+	if len(name) > 200 {
+		name = strings.TrimRight(name[:200], ".-")
+	}
+	return fmt.Sprintf("%s-cma-%s-%s", name, strings.ToLower(a.Kind), sum)
+}
+
+// Workload is "Kind/name".
+func (a Anchor) Workload() string { return a.Kind + "/" + a.Name }
+
+// Uses reports whether the anchor stands for a template that references o.
+func (a Anchor) Uses(o Object) bool { return slices.Contains(a.Refs, o) }
+
+// Equal reports whether two anchors stand for the same workload and references.
+func (a Anchor) Equal(b Anchor) bool {
+	return a.Kind == b.Kind && a.Name == b.Name && slices.Equal(a.Refs, b.Refs)
+}
+
+// ControllerRevision is the anchor as the object the controller creates in namespace ns.
+func (a Anchor) ControllerRevision(ns string) *appsv1.ControllerRevision {
+	d := anchorData{Workload: a.Workload(), References: make([]string, 0, len(a.Refs))}
+	for _, o := range a.Refs {
+		d.References = append(d.References, string(o.Kind)+"/"+o.Name)
+	}
+	raw, _ := json.Marshal(d) // cannot fail: fixed types
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: a.ObjectName(), Namespace: ns,
+			Labels:      map[string]string{AnchorLabel: "true", "app.kubernetes.io/managed-by": "configmap-attacher"},
+			Annotations: map[string]string{AnchorWorkloadAnnotation: a.Workload()},
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: 1,
+	}
+}
+
+// IsAnchor reports whether a ControllerRevision's labels mark it as an anchor.
+func IsAnchor(m metav1.Object) bool { return m.GetLabels()[AnchorLabel] == "true" }
+
+// ParseAnchor reads an anchor back from its ControllerRevision (false: not an anchor, or not
+// one this version can read, which is then left alone).
+func ParseAnchor(cr *appsv1.ControllerRevision) (Anchor, bool) {
+	if !IsAnchor(cr) {
+		return Anchor{}, false
+	}
+	var d anchorData
+	if err := json.Unmarshal(cr.Data.Raw, &d); err != nil {
+		return Anchor{}, false
+	}
+	kind, name, ok := strings.Cut(d.Workload, "/")
+	if !ok || kind == "" || name == "" {
+		return Anchor{}, false
+	}
+	refs := make([]Object, 0, len(d.References))
+	for _, r := range d.References {
+		k, n, ok := strings.Cut(r, "/")
+		if !ok || (Kind(k) != KindConfigMap && Kind(k) != KindSecret) {
+			return Anchor{}, false
+		}
+		refs = append(refs, Object{Kind(k), n})
+	}
+	return NewAnchor(kind, name, refs), true
+}
+
+// AnchorState is what the controller knows of one anchor when it decides whether to delete it.
+type AnchorState struct {
+	// Current: its workload exists, is not being deleted, and its current template references
+	// exactly the anchor's objects.
+	Current bool
+	// WorkloadExists: a workload of that kind and name exists (it may have moved on to another
+	// template); false while it is being deleted too.
+	WorkloadExists bool
+	// GoneFor is how long the workload has been seen absent (while !WorkloadExists).
+	GoneFor time.Duration
+	// Unsettled are the anchor's objects that still need it: a user of theirs that is not one
+	// of their owners yet, or that cannot own them (a blocker).
+	Unsettled []Object
+}
+
+// AnchorVerdict is the one rule that deletes an anchor. Deleting it can let the garbage
+// collector delete config, so it is kept while it stands for the current template, while any of
+// its objects has a user that does not own it yet (a live Job of a CronJob's previous template,
+// a ReplicaSet whose reference is still being written, a user that cannot own), and for grace
+// after its workload is gone (the delete and re-apply window). Otherwise it goes: at once when
+// the workload moved on to another template, grace after the workload is gone. after, when not
+// zero, is when to look again.
+func AnchorVerdict(s AnchorState, grace time.Duration) (del bool, after time.Duration) {
+	switch {
+	case s.Current:
+		return false, 0
+	case !s.WorkloadExists && s.GoneFor < grace:
+		return false, grace - s.GoneFor
+	case len(s.Unsettled) > 0:
+		return false, 5 * time.Second
+	}
+	return true, 0
+}
+
+// RevisionTemplate decodes the pod template of a ControllerRevision of an apps/v1 StatefulSet
+// or DaemonSet: its data is the strategic merge patch {"spec":{"template":{...}}} that both
+// controllers write (getPatch). Other controllers' revisions (OpenKruise, KubeVirt) have other
+// formats: false.
+func RevisionTemplate(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, bool) {
+	ref := metav1.GetControllerOfNoCopy(cr)
+	if ref == nil || (ref.Kind != "StatefulSet" && ref.Kind != "DaemonSet") {
+		return nil, false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != "apps" {
+		return nil, false
+	}
+	var d struct {
+		Spec struct {
+			Template *corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	raw := cr.Data.Raw
+	if len(raw) == 0 && cr.Data.Object != nil {
+		var err error
+		if raw, err = json.Marshal(cr.Data.Object); err != nil {
+			return nil, false
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil || d.Spec.Template == nil {
+		return nil, false
+	}
+	return d.Spec.Template, true
+}

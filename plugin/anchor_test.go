@@ -1,0 +1,149 @@
+package plugin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// TestAnchorVerdict is the delete rule's table: an anchor goes only when nothing it stands for
+// needs it any more.
+func TestAnchorVerdict(t *testing.T) {
+	grace := time.Minute
+	pending := []Object{{KindConfigMap, "old"}}
+	for _, c := range []struct {
+		name  string
+		s     AnchorState
+		del   bool
+		after time.Duration
+	}{
+		{"current template: kept", AnchorState{Current: true, WorkloadExists: true}, false, 0},
+		{"current even with unsettled objects: kept", AnchorState{Current: true, WorkloadExists: true, Unsettled: pending}, false, 0},
+		{"template moved on, every user owns: deleted at once", AnchorState{WorkloadExists: true}, true, 0},
+		{"template moved on, a live Job not an owner yet: kept, looked at again", AnchorState{WorkloadExists: true, Unsettled: pending}, false, 5 * time.Second},
+		{"workload gone within the grace: kept until the grace ends", AnchorState{GoneFor: 20 * time.Second}, false, 40 * time.Second},
+		{"workload gone just now: kept for the whole grace", AnchorState{}, false, time.Minute},
+		{"workload gone past the grace: deleted", AnchorState{GoneFor: time.Minute}, true, 0},
+		{"workload gone past the grace, a user not owning yet: kept", AnchorState{GoneFor: 2 * time.Minute, Unsettled: pending}, false, 5 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			del, after := AnchorVerdict(c.s, grace)
+			if del != c.del || after != c.after {
+				t.Fatalf("AnchorVerdict(%+v) = %v, %v; want %v, %v", c.s, del, after, c.del, c.after)
+			}
+		})
+	}
+}
+
+func TestAnchorRoundTrip(t *testing.T) {
+	a := NewAnchor("CronJob", "report", []Object{{KindSecret, "s"}, {KindConfigMap, "b"}, {KindConfigMap, "a"}, {KindConfigMap, "a"}})
+	if got := a.Refs; len(got) != 3 || got[0] != (Object{KindConfigMap, "a"}) || got[2] != (Object{KindSecret, "s"}) {
+		t.Fatalf("refs not sorted and deduplicated: %v", got)
+	}
+	cr := a.ControllerRevision("ns")
+	if !IsAnchor(cr) || cr.Annotations[AnchorWorkloadAnnotation] != "CronJob/report" || len(cr.OwnerReferences) != 0 {
+		t.Fatalf("anchor object: %+v", cr.ObjectMeta)
+	}
+	back, ok := ParseAnchor(cr)
+	if !ok || !back.Equal(a) {
+		t.Fatalf("ParseAnchor = %+v, %v; want %+v", back, ok, a)
+	}
+	other := NewAnchor("CronJob", "report", []Object{{KindConfigMap, "a"}})
+	if other.ObjectName() == a.ObjectName() {
+		t.Fatal("two reference sets of one workload share an anchor name")
+	}
+	if NewAnchor("Deployment", "report", a.Refs).ObjectName() == a.ObjectName() {
+		t.Fatal("two kinds share an anchor name")
+	}
+	long := NewAnchor(KindDeployment, strings.Repeat("a", 198)+".-x"+strings.Repeat("b", 50), a.Refs).ObjectName()
+	if errs := validation.IsDNS1123Subdomain(long); len(errs) > 0 {
+		t.Fatalf("anchor name %q: %v", long, errs)
+	}
+	cr.Labels[AnchorLabel] = "false"
+	if _, ok := ParseAnchor(cr); ok {
+		t.Fatal("a ControllerRevision without the anchor label parsed as an anchor")
+	}
+	cr.Labels[AnchorLabel] = "true"
+	cr.Data.Raw = []byte(`{"workload":"CronJob/report","references":["Pod/x"]}`)
+	if _, ok := ParseAnchor(cr); ok {
+		t.Fatal("an anchor naming a Pod parsed")
+	}
+}
+
+func TestRevisionTemplate(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}
+	// The statefulset and daemonset controllers' getPatch: the template with "$patch": "replace".
+	var raw map[string]any
+	b, _ := json.Marshal(tmpl)
+	_ = json.Unmarshal(b, &raw)
+	raw["$patch"] = "replace"
+	data, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": raw}})
+	yes := true
+	for _, c := range []struct {
+		name string
+		ref  *metav1.OwnerReference
+		ok   bool
+	}{
+		{"StatefulSet", &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "s", Controller: &yes}, true},
+		{"DaemonSet", &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "d", Controller: &yes}, true},
+		{"another group's StatefulSet (OpenKruise)", &metav1.OwnerReference{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSet", Name: "s", Controller: &yes}, false},
+		{"no controller", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cr := &appsv1.ControllerRevision{Data: runtime.RawExtension{Raw: data}}
+			if c.ref != nil {
+				cr.OwnerReferences = []metav1.OwnerReference{*c.ref}
+			}
+			got, ok := RevisionTemplate(cr)
+			if ok != c.ok {
+				t.Fatalf("ok = %v, want %v", ok, c.ok)
+			}
+			if ok && !TemplateReferences(&got.Spec).Has(Object{KindConfigMap, "cfg"}) {
+				t.Fatalf("decoded template lost its reference: %+v", got.Spec)
+			}
+		})
+	}
+}
+
+// TestOwnerPatchKinds: every owner kind is written with its own apiVersion and kind; a
+// ReplicaSet stays as it always was.
+func TestOwnerPatchKinds(t *testing.T) {
+	b := ownerPatchFor("u", []Owner{{Name: "rs", UID: "1"}, {Kind: OwnerControllerRevision, Name: "cr", UID: "2"}, {Kind: OwnerJob, Name: "j", UID: "3"}, {Kind: OwnerPod, Name: "p", UID: "4"}})
+	want := `{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"1"},{"apiVersion":"apps/v1","kind":"ControllerRevision","name":"cr","uid":"2"},{"apiVersion":"batch/v1","kind":"Job","name":"j","uid":"3"},{"apiVersion":"v1","kind":"Pod","name":"p","uid":"4"}],"uid":"u"}}`
+	if string(b) != want {
+		t.Fatalf("patch\n got %s\nwant %s", b, want)
+	}
+}
+
+// TestOwnersOfEveryKind: the one rule over every owning user: live owners own, a gone
+// controller's do not, an unknown controller blocks.
+func TestOwnersOfEveryKind(t *testing.T) {
+	u := Users{
+		ReplicaSets: []ReplicaSetUser{{ReplicaSet: Owner{Name: "rs"}, Controller: ControllerLive}},
+		Owners: []OwnerUser{
+			{Owner: Owner{Kind: OwnerControllerRevision, Name: "sts-1"}, Controller: ControllerLive},
+			{Owner: Owner{Kind: OwnerJob, Name: "job-gone"}, Controller: ControllerGone},
+			{Owner: Owner{Kind: OwnerPod, Name: "deleting", Deleting: true}, Controller: ControllerNone},
+			{Owner: Owner{Kind: OwnerControllerRevision, Name: "anchor"}, Controller: ControllerNone},
+		},
+	}
+	owners, blockers := ownersOf(u)
+	var names []string
+	for _, o := range owners {
+		names = append(names, o.ReplicaSet.String())
+	}
+	if strings.Join(names, ",") != "rs,ControllerRevision sts-1,ControllerRevision anchor" || len(blockers) != 0 {
+		t.Fatalf("owners %v, blockers %v", names, blockers)
+	}
+	u.Owners = append(u.Owners, OwnerUser{Owner: Owner{Kind: OwnerJob, Name: "wf"}, Controller: ControllerUnknown})
+	if _, blockers := ownersOf(u); len(blockers) != 1 || !strings.Contains(blockers[0], "Job wf") {
+		t.Fatalf("an unknown controller's Job does not block: %v", blockers)
+	}
+}
