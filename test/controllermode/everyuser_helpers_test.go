@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -38,16 +37,8 @@ const (
 // its workload.
 const anchorGrace = 3 * time.Second
 
-// anchorGraceArgs is -anchor-grace for the controllers this package starts, when the binary
-// has the flag.
-// TODO(everyuser): pass it unconditionally once the controller has -anchor-grace on main.
-func anchorGraceArgs(bin string) []string {
-	out, _ := exec.Command(bin, "controller", "-help").CombinedOutput()
-	if !strings.Contains(string(out), "-anchor-grace") {
-		return nil
-	}
-	return []string{"-anchor-grace", anchorGrace.String()}
-}
+// anchorGraceArgs is -anchor-grace for the controllers this package starts.
+func anchorGraceArgs() []string { return []string{"-anchor-grace", anchorGrace.String()} }
 
 // nodeName is the one Node of the shared cluster (Ready, untainted): DaemonSets run a pod for
 // it. Nothing schedules pods onto it; the fake kubelet runs every pod.

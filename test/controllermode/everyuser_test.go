@@ -367,7 +367,7 @@ func TestDeleteAndReapplyKeepsConfig(t *testing.T) {
 	kube := e.c.Client(t)
 	l := map[string]string{"test/reapply": ns} // the shared controller ignores these objects
 	args := append([]string{"-kubeconfig", e.kubeconfig, "-selector", "test/reapply=" + ns, "-namespaces", ns,
-		"-leader-elect=false", "-log-level", "debug"}, anchorGraceArgs(e.bin)...)
+		"-leader-elect=false", "-log-level", "debug"}, anchorGraceArgs()...)
 	procName := "reapply-" + ns
 	var ctl *cluster.ControllerProcess
 	start := func() {

@@ -84,7 +84,7 @@ func startEnv(c *cluster.Cluster, bin string) (*env, error) {
 	if err = createNode(ctx, cs); err != nil { // for DaemonSets
 		return nil, err
 	}
-	args := append([]string{"-kubeconfig", e.kubeconfig, "-leader-elect=false", "-resync", "1m", "-log-level", "debug"}, anchorGraceArgs(bin)...)
+	args := append([]string{"-kubeconfig", e.kubeconfig, "-leader-elect=false", "-resync", "1m", "-log-level", "debug"}, anchorGraceArgs()...)
 	e.ctl, err = startController(c.Dir, bin, "shared", args...)
 	if err != nil {
 		return nil, err
