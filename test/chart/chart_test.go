@@ -150,6 +150,11 @@ var controllerRules = sortedUnion([]string{
 	"apps/statefulsets:list", "apps/statefulsets:watch",
 	"argoproj.io/experiments:list", "argoproj.io/experiments:watch", "argoproj.io/rollouts:list", "argoproj.io/rollouts:watch",
 	"batch/cronjobs:list", "batch/cronjobs:watch", "batch/jobs:list", "batch/jobs:watch",
+	// Every user owns: revisions and anchors (the only objects created and deleted), and the
+	// live confirmation of the other owner kinds.
+	"apps/controllerrevisions:list", "apps/controllerrevisions:watch", "apps/controllerrevisions:get",
+	"apps/controllerrevisions:create", "apps/controllerrevisions:delete",
+	"/pods:get", "apps/statefulsets:get", "apps/daemonsets:get", "batch/jobs:get", "batch/cronjobs:get",
 })
 
 var deleteRules = []string{"/configmaps:delete", "/secrets:delete"}

@@ -1,9 +1,14 @@
 package chart
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -112,6 +118,136 @@ func TestKustomizeComponent(t *testing.T) {
 		t.Errorf("the controller's pod with the component, in a restricted namespace: %v", err)
 	}
 	t.Logf("kubectl kustomize: %d objects from install.yaml + the component; applied (dry run) and admitted by restricted", len(objs))
+}
+
+// rolloutTransformURL is the configurations: entry of examples/kustomize/rollout-app: Argo
+// Rollouts' own configuration for Kustomize 5 at the tested version, the file the argo-rollouts
+// module holds at docs/features/kustomize/rollout-transform-kustomize-v5.yaml.
+const rolloutTransformURL = "https://raw.githubusercontent.com/argoproj/argo-rollouts/v1.10.2/docs/features/kustomize/rollout-transform-kustomize-v5.yaml"
+
+// TestKustomizeStepConfigNames: examples/kustomize/rollout-app built with the real kustomize
+// in kubectl (`kubectl kustomize`; no cluster). Its configMapGenerator and secretGenerator
+// names, written un-hashed in the Rollout's pod template and in the configmap-attacher step's
+// lists, come out as the generated (hashed) names in both places, the same ones: Argo
+// Rollouts' rollout-transform configuration rewrites the template, the Component
+// examples/kustomize/step-config-names the step. Argo Rollouts' configuration comes from the
+// argo-rollouts module (the example names it by URL): both of its files, the Kustomize 5 one
+// the example uses and the older one. Then an overlay with a namePrefix and a nameSuffix that
+// holds the Component itself (the app's own reference removed). The step's config parses as
+// the plugin parses it, and the pod template references exactly the listed objects
+// (plugin.TemplateReferences, the rule the step checks).
+func TestKustomizeStepConfigNames(t *testing.T) {
+	kubectl := kubectlBin(t)
+	transforms := filepath.Join(moduleDir(t, "github.com/argoproj/argo-rollouts"), "docs", "features", "kustomize")
+	src := filepath.Join(repoRoot(), "examples", "kustomize")
+	k, err := os.ReadFile(filepath.Join(src, "rollout-app", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(k, []byte(rolloutTransformURL)) {
+		t.Fatalf("examples/kustomize/rollout-app/kustomization.yaml does not list %s", rolloutTransformURL)
+	}
+	const componentRef = "  - ../step-config-names\n"
+	cases := []struct {
+		name, transform string
+		// overlay, when set, is a kustomization beside the app built instead of it, and the
+		// app's reference to the Component is removed.
+		overlay        string
+		prefix, suffix string
+	}{
+		{name: "rollout-transform-kustomize-v5", transform: "rollout-transform-kustomize-v5.yaml"},
+		{name: "rollout-transform", transform: "rollout-transform.yaml"},
+		{name: "overlay-with-component-prefix-suffix", transform: "rollout-transform-kustomize-v5.yaml", prefix: "prod-", suffix: "-eu",
+			overlay: "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../rollout-app]\n" +
+				"components: [../step-config-names]\nnamePrefix: prod-\nnameSuffix: -eu\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, d := range []string{"rollout-app", "step-config-names"} {
+				copyDir(t, filepath.Join(src, d), filepath.Join(dir, d))
+			}
+			app := filepath.Join(dir, "rollout-app")
+			b, err := os.ReadFile(filepath.Join(transforms, tc.transform))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(app, tc.transform), string(b))
+			kust := strings.Replace(string(k), rolloutTransformURL, tc.transform, 1)
+			build := app
+			if tc.overlay != "" {
+				if strings.Count(kust, componentRef) != 1 {
+					t.Fatalf("examples/kustomize/rollout-app/kustomization.yaml: want one line %q", componentRef)
+				}
+				kust = strings.Replace(kust, componentRef, "", 1)
+				build = filepath.Join(dir, "overlay")
+				if err := os.MkdirAll(build, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(build, "kustomization.yaml"), tc.overlay)
+			}
+			writeFile(t, filepath.Join(app, "kustomization.yaml"), kust)
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(kubectl, "kustomize", build)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kubectl kustomize: %v\n%s", err, stderr.String())
+			}
+			objs := parseDocs(t, "kustomize output", stdout.String())
+			cm := generatedName(t, objs, "ConfigMap", tc.prefix+"web-config"+tc.suffix)
+			secret := generatedName(t, objs, "Secret", tc.prefix+"web-secret"+tc.suffix)
+
+			ro := find(objs, "Rollout", "", tc.prefix+"web"+tc.suffix)
+			if ro == nil {
+				t.Fatalf("no Rollout %sweb%s in %v", tc.prefix, tc.suffix, keys(objs))
+			}
+			var step any
+			steps, _ := get(ro, "spec", "strategy", "canary", "steps").([]any)
+			for _, s := range steps {
+				if get(s, "plugin", "name") == "configmap-attacher/configmap-attacher" {
+					step = get(s, "plugin", "config")
+				}
+			}
+			raw, err := json.Marshal(step)
+			if err != nil || step == nil {
+				t.Fatalf("no configmap-attacher/configmap-attacher step with a config in %v (%v)", steps, err)
+			}
+			cfg, err := plugin.ParseConfig(raw)
+			if err != nil {
+				t.Fatalf("the step's config %s: %v", raw, err)
+			}
+			if !slices.Equal(cfg.ConfigMaps, []string{cm}) || !slices.Equal(cfg.Secrets, []string{secret}) {
+				t.Errorf("the step lists configMaps %v and secrets %v, want [%s] and [%s]: the generated names (step-config-names not applied?)",
+					cfg.ConfigMaps, cfg.Secrets, cm, secret)
+			}
+			spec := podTemplateOf(t, ro)
+			refs := plugin.TemplateReferences(&spec)
+			if !maps.Equal(refs.ConfigMaps, map[string]bool{cm: true}) || !maps.Equal(refs.Secrets, map[string]bool{secret: true}) {
+				t.Errorf("the pod template references ConfigMaps %v and Secrets %v, want %s and %s: the generated names",
+					slices.Sorted(maps.Keys(refs.ConfigMaps)), slices.Sorted(maps.Keys(refs.Secrets)), cm, secret)
+			}
+			if !t.Failed() {
+				t.Logf("kubectl kustomize with %s: the step lists %v %v, the pod template uses the same", tc.transform, cfg.ConfigMaps, cfg.Secrets)
+			}
+		})
+	}
+}
+
+// generatedName is the name of the one object of kind that a generator named name made:
+// name, a dash and Kustomize's 10-character content hash.
+func generatedName(t *testing.T, objs []obj, kind, name string) string {
+	t.Helper()
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(name) + "-[a-z0-9]{10}$")
+	var found []string
+	for _, o := range objs {
+		if o.kind() == kind && re.MatchString(o.meta("name")) {
+			found = append(found, o.meta("name"))
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%ss generated from %s: %v, want one (%v)", kind, name, found, keys(objs))
+	}
+	return found[0]
 }
 
 func copyDir(t *testing.T, src, dst string) {

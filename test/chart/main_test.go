@@ -50,7 +50,30 @@ func chartDir() string { return filepath.Join(repoRoot(), "charts", "configmap-a
 // cluster.Required().
 func helmBin(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(cluster.CacheDir(), "helm-"+HelmVersion, "helm")
+	return builtBin(t, filepath.Join(cluster.CacheDir(), "helm-"+HelmVersion, "helm"), "helm", "HELM_VERSION="+HelmVersion)
+}
+
+// kubectlBin returns the control plane's kubectl (in CMA_KUBE_BIN_DIR, else
+// <CacheDir>/kube-<KubeVersion>), building kubectl alone with hack/build-binaries.sh when
+// missing (unless CMA_NO_BUILD=1), for tests that run it without a cluster (`kubectl
+// kustomize`); without it the test is skipped, or fails when cluster.Required().
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("CMA_KUBE_BIN_DIR"); d != "" {
+		p := filepath.Join(d, "kubectl")
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			cluster.SkipOrFail(t, fmt.Errorf("%w: CMA_KUBE_BIN_DIR=%s lacks kubectl", cluster.ErrUnavailable, d))
+		}
+		return p
+	}
+	return builtBin(t, filepath.Join(cluster.CacheDir(), "kube-"+cluster.KubeVersion, "kubectl"), "kubectl", "KUBE_VERSION="+cluster.KubeVersion)
+}
+
+// builtBin returns the executable p, building it with `hack/build-binaries.sh component`
+// (env added to the script's) when missing, unless CMA_NO_BUILD=1; without it the test is
+// skipped, or fails when cluster.Required().
+func builtBin(t *testing.T, p, component string, env ...string) string {
+	t.Helper()
 	if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
 		return p
 	}
@@ -59,12 +82,12 @@ func helmBin(t *testing.T) string {
 		err = fmt.Errorf("%w: %s missing and CMA_NO_BUILD=1", cluster.ErrUnavailable, p)
 	} else {
 		script := filepath.Join(repoRoot(), "hack", "build-binaries.sh")
-		fmt.Fprintf(os.Stderr, "test/chart: %s missing; building with %s helm\n", p, script)
-		cmd := exec.Command("bash", script, "helm")
+		fmt.Fprintf(os.Stderr, "test/chart: %s missing; building with %s %s\n", p, script, component)
+		cmd := exec.Command("bash", script, component)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		cmd.Env = append(os.Environ(), "CMA_CACHE="+cluster.CacheDir(), "HELM_VERSION="+HelmVersion)
+		cmd.Env = append(append(os.Environ(), "CMA_CACHE="+cluster.CacheDir()), env...)
 		if rerr := cmd.Run(); rerr != nil {
-			err = fmt.Errorf("%w: building helm: %v", cluster.ErrUnavailable, rerr)
+			err = fmt.Errorf("%w: building %s: %v", cluster.ErrUnavailable, component, rerr)
 		} else if _, serr := os.Stat(p); serr != nil {
 			err = fmt.Errorf("%w: %s still missing after %s", cluster.ErrUnavailable, p, script)
 		}

@@ -1,9 +1,7 @@
 package core
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
-	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // "Every user counts" against the real control plane: before an object gets an owner, every
@@ -172,10 +169,11 @@ func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 	t.Logf("audit -fix added %q", realapi.AddedNames(rep.Fix))
 	e.ExactOwners("audit -fix", "cm", "shared-cfg", roRS.UID, depRS.UID)
 
-	// The controller mode.
+	// The controller mode: both ReplicaSets, and the anchor of the Deployment's current
+	// template (every user owns).
 	e.ClearOwners("cm", "shared-cfg")
 	e.ControllerMode()
-	e.WaitOwners("cm", "shared-cfg", 30*time.Second, roRS.UID, depRS.UID)
+	e.WaitOwnersAndAnchors("cm", "shared-cfg", 30*time.Second, roRS.UID, depRS.UID)
 
 	// Deleting the Rollout's ReplicaSet leaves the ConfigMap to the Deployment's.
 	e.DeleteRS(roRS)
@@ -187,10 +185,8 @@ func TestSharedAcrossRolloutAndDeployment(t *testing.T) {
 // TestStatefulSetBlocksAdoption: a Rollout "web" and a StatefulSet "cache" mount the same
 // opted-in ConfigMap. An owner reference would let the garbage collector delete it under the
 // StatefulSet, so: the step and the Job fail naming "StatefulSet cache" and write nothing;
-// audit -fix writes nothing and reports it in fix.skipped; the controller mode writes nothing
-// and says so (Warning Event OwnerReferenceBlocked, adoptions_blocked_total). Once the
-// StatefulSet is gone, the same controller adopts it at once (its template cache's delete
-// event requeues what it blocked; the default -resync is 10 minutes).
+// audit -fix writes nothing and reports it in fix.skipped; the controller mode, which keeps every
+// user's owner current, makes the StatefulSet's anchor an owner beside the ReplicaSet.
 func TestStatefulSetBlocksAdoption(t *testing.T) {
 	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
@@ -235,42 +231,11 @@ func TestStatefulSetBlocksAdoption(t *testing.T) {
 	}
 	unchanged("audit -fix")
 
-	// The controller mode: ready, then a few seconds; the block is counted and an Event says why.
-	cp := e.ControllerMode()
-	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var metric float64
-	cluster.WaitUntil(t, wctx, 250*time.Millisecond, "the controller mode to count the blocked adoption", func() (bool, string) {
-		m, err := cp.Scrape()
-		if err != nil {
-			return false, err.Error()
-		}
-		metric = cluster.SumMetric(m, "configmap_attacher_controller_adoptions_blocked_total")
-		return metric >= 1, fmt.Sprintf("adoptions_blocked_total %v", metric)
-	})
-	var event string
-	cluster.WaitUntil(t, wctx, 250*time.Millisecond, "a Warning Event OwnerReferenceBlocked", func() (bool, string) {
-		l, err := e.Admin.CoreV1().Events(e.NS).List(wctx, metav1.ListOptions{FieldSelector: "reason=OwnerReferenceBlocked"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, ev := range l.Items {
-			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, blocked) {
-				event = ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name + ": " + ev.Message
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d events", len(l.Items))
-	})
-	t.Logf("controller: adoptions_blocked_total %v; event %s", metric, event)
-	time.Sleep(3 * time.Second)
-	unchanged("the controller mode")
-
-	// The control: without the StatefulSet, the same controller adopts the ConfigMap.
-	if err := e.Admin.AppsV1().StatefulSets(e.NS).Delete(realapi.Ctx(t), "cache", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.WaitOwners("cm", "web-config", 60*time.Second, roRS.UID)
+	// The controller mode maintains every user: the StatefulSet's current template owns
+	// through its anchor, beside the Rollout's ReplicaSet (the one-shot modes above cannot keep
+	// that true, and wrote nothing).
+	e.ControllerMode()
+	e.WaitOwnersAndAnchors("cm", "web-config", 60*time.Second, roRS.UID)
 }
 
 // ---- 4. audit -fix writes under the same rules -------------------------------------------

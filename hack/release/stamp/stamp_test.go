@@ -26,6 +26,8 @@ var required = map[string]int{
 	"examples/kustomize/argo-rollouts-plugin/kustomization.yaml": 2,
 	"examples/kustomize/controller/kustomization.yaml":           1,
 	"examples/kustomize/controller/install.yaml":                 10,
+	"examples/kustomize/step-config-names/kustomization.yaml":    1,
+	"examples/kustomize/rollout-app/kustomization.yaml":          1,
 	"examples/argocd/application.yaml":                           1,
 	"examples/flux/ocirepository.yaml":                           1,
 	"docs/install.md":                                            3,

@@ -735,6 +735,46 @@ func (e *Env) WaitOwners(kind, name string, timeout time.Duration, want ...k8sty
 	})
 }
 
+// WaitOwnersAndAnchors waits until the object's owners are want plus, beside them, at least
+// one anchor (the controller mode: every user owns, a workload's current template through its
+// anchor) and nothing else.
+func (e *Env) WaitOwnersAndAnchors(kind, name string, timeout time.Duration, want ...k8stypes.UID) {
+	e.T.Helper()
+	c, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cluster.WaitUntil(e.T, c, 100*time.Millisecond, fmt.Sprintf("%s %s owned by %v and anchors", kind, name, want), func() (bool, string) {
+		uids, _, err := e.OwnerUIDs(kind, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		anchors, err := e.Admin.AppsV1().ControllerRevisions(e.NS).List(context.Background(), metav1.ListOptions{LabelSelector: plugin.AnchorLabel + "=true"})
+		if err != nil {
+			return false, err.Error()
+		}
+		isAnchor := map[string]bool{}
+		for _, a := range anchors.Items {
+			isAnchor[string(a.UID)] = true
+		}
+		rest, seenAnchor := map[string]bool{}, false
+		for u := range uids {
+			rest[u] = true
+		}
+		for _, u := range want {
+			if !rest[string(u)] {
+				return false, fmt.Sprintf("owners %v", uids)
+			}
+			delete(rest, string(u))
+		}
+		for u := range rest {
+			if !isAnchor[u] {
+				return false, fmt.Sprintf("owners %v (%s is no anchor)", uids, u)
+			}
+			seenAnchor = true
+		}
+		return seenAnchor, fmt.Sprintf("owners %v", uids)
+	})
+}
+
 // ExactOwners fails unless the object's owner UIDs are exactly want.
 func (e *Env) ExactOwners(what, kind, name string, want ...k8stypes.UID) {
 	e.T.Helper()
