@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	var c *cluster.Cluster
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "test/controllermode", Parallel: 8, Shared: &c, Err: &sharedErr,
+		// The workload controllers of every kind of user everyuser_test.go runs.
+		Options: cluster.Options{ExtraControllers: []string{"statefulset-controller", "daemonset-controller",
+			"job-controller", "cronjob-controller", "ttl-after-finished-controller"}},
 		Setup: func(c *cluster.Cluster) (err error) {
 			if shared, err = startEnv(c, bin); err == nil {
 				fmt.Fprintf(os.Stderr, "test/controllermode: controller log %s\n", shared.ctl.LogPath)
@@ -78,7 +81,11 @@ func startEnv(c *cluster.Cluster, bin string) (*env, error) {
 	if e.kubeconfig, err = cluster.ControllerModeIdentity(ctx, c, cs); err != nil {
 		return nil, err
 	}
-	e.ctl, err = startController(c.Dir, bin, "shared", "-kubeconfig", e.kubeconfig, "-leader-elect=false", "-resync", "1m", "-log-level", "debug")
+	if err = createNode(ctx, cs); err != nil { // for DaemonSets
+		return nil, err
+	}
+	args := append([]string{"-kubeconfig", e.kubeconfig, "-leader-elect=false", "-resync", "1m", "-log-level", "debug"}, anchorGraceArgs()...)
+	e.ctl, err = startController(c.Dir, bin, "shared", args...)
 	if err != nil {
 		return nil, err
 	}
