@@ -759,6 +759,15 @@ func (m *monitor) confirmLeak(o *obj, w *window) {
 		meta = cm.ObjectMeta
 	}
 	for _, ref := range meta.OwnerReferences {
+		if ref.Kind == "ControllerRevision" {
+			// Every user owns: a StatefulSet's or DaemonSet's revision, or an anchor, that
+			// exists keeps the object, as the garbage collector sees it.
+			cr, err := m.s.kube.AppsV1().ControllerRevisions(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err == nil && cr.UID == ref.UID && cr.DeletionTimestamp == nil {
+				return
+			}
+			continue
+		}
 		rs, err := m.s.kube.AppsV1().ReplicaSets(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err == nil && rs.UID == ref.UID && rs.DeletionTimestamp == nil {
 			return
