@@ -292,7 +292,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 		rows = append(rows, []string{fmt.Sprintf("reaction p99 at %d ReplicaSets under churn", scaleGoalAt), fmt.Sprintf("%.1f ms (p50 %.1f ms, %d rolls)", p.m["reaction-p99-ms"], p.m["reaction-p50-ms"], len(p.samples)), fmt.Sprintf("≤ %.0f ms", scaleReactionGoalMs), goalVerdict(p.m["reaction-p99-ms"] <= scaleReactionGoalMs)})
 	}
 	rows = append(rows, []string{fmt.Sprintf("the model (fitted on %s) predicts %d ReplicaSets", intsList(md.Fit), md.Check), fmt.Sprintf("predicted %.1f MiB, measured %.1f MiB: %s", pred, last.m["rss-MiB"], pct(last.m["rss-MiB"], pred)), fmt.Sprintf("within %.0f %%", scaleModelTolerance*100), goalVerdict(math.Abs(last.m["rss-MiB"]-pred)/pred <= scaleModelTolerance)})
-	w.table([]string{"goal (issue 21)", "measured", "goal", "verdict"}, rows)
+	w.table([]string{"goal", "measured", "goal", "verdict"}, rows)
 
 	// The model.
 	w.p("### The model")
