@@ -567,10 +567,7 @@ func TestStatefulSetOwnsThroughItsAnchor(t *testing.T) {
 	if err != nil || !plugin.IsAnchor(cr) || len(cr.OwnerReferences) != 0 {
 		t.Fatalf("anchor %+v, %v", cr, err)
 	}
-	var all []string
-	for _, p := range h.patches() {
-		all = append(all, p)
-	}
+	all := h.patches()
 	joined := strings.Join(all, ";")
 	if !strings.Contains(joined, "web-1") || !strings.Contains(joined, anchor.ObjectName()) {
 		t.Errorf("patches %v: want web-1 and the anchor", all)
