@@ -135,6 +135,12 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 		req.selector = o.optInSelector.Selector()
 	}
 	req.policy = plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()}
+	for _, k := range o.workloads.kinds {
+		if k != plugin.KindRollout && k != plugin.KindDeployment {
+			problems = append(problems, fmt.Sprintf("-workloads %s: audit reads the ReplicaSets of rollouts and deployments; name only those (the other kinds are the controller's)", o.workloads.Raw))
+			break
+		}
+	}
 	req.kinds, req.explicitKinds = o.workloads.kinds, o.workloads.set
 	if o.rollout != "" && !o.workloads.Has(plugin.KindRollout) {
 		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")

@@ -84,11 +84,11 @@ func TestAuditUsageErrors(t *testing.T) {
 
 // Every problem is reported at once, each naming its flag.
 func TestAuditReportsEveryProblem(t *testing.T) {
-	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-opt-in-selector", "!x", "-workloads", "statefulsets", "-log-level", "loud", "extra")
+	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-opt-in-selector", "!x", "-workloads", "replicasets", "-log-level", "loud", "extra")
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d", code, ExitUsage)
 	}
-	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads "statefulsets": "statefulsets" is not a workload kind`, `log level "loud"`} {
+	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads "replicasets": "replicasets" is not a workload kind`, `log level "loud"`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -180,11 +180,18 @@ func TestAuditWorkloadsFlag(t *testing.T) {
 	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "rollouts,deployments"); code != ExitFail || !strings.Contains(stderr, "Rollout CRD (rollouts.argoproj.io) is not installed") {
 		t.Errorf("named without the CRD: exit %d %s", code, stderr)
 	}
-	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, `"statefulsets" is not a workload kind`) {
+	if code, _, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-workloads", "statefulsets"); code != ExitUsage || !strings.Contains(stderr, "-workloads statefulsets: audit reads the ReplicaSets of rollouts and deployments") {
 		t.Errorf("bad -workloads: exit %d %s", code, stderr)
 	}
 	if _, problems := ParseWorkloads(" , "); len(problems) != 1 || !strings.Contains(problems[0], "names no workload kind") {
 		t.Errorf("empty -workloads: %v", problems)
+	}
+	kinds, problems := ParseWorkloads("statefulsets, DaemonSet,jobs,cronjob,pods,rollouts,deployment")
+	if want := "StatefulSet,DaemonSet,Job,CronJob,Pod,Rollout,Deployment"; strings.Join(kinds, ",") != want || len(problems) != 0 {
+		t.Errorf("every kind: %v %v, want %s", kinds, problems, want)
+	}
+	if _, problems := ParseWorkloads("jobs,job"); len(problems) != 1 || !strings.Contains(problems[0], `"job" is listed twice`) {
+		t.Errorf("repeated kind: %v", problems)
 	}
 }
 

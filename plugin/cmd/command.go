@@ -96,7 +96,8 @@ func (f *workloadsFlag) Set(v string) error {
 	return nil
 }
 
-// Has reports whether kind (plugin.KindRollout or plugin.KindDeployment) is named.
+// Has reports whether kind (plugin.KindRollout, plugin.KindDeployment, "StatefulSet", ...) is
+// named.
 func (f *workloadsFlag) Has(kind string) bool {
 	for _, k := range f.kinds {
 		if k == kind {
@@ -106,8 +107,18 @@ func (f *workloadsFlag) Has(kind string) bool {
 	return false
 }
 
-// ParseWorkloads reads a -workloads value ("rollouts,deployments") into workload kinds
-// (plugin.KindRollout, plugin.KindDeployment), reporting every unknown or repeated word.
+// workloadWords are the words of -workloads and the kinds they name.
+var workloadWords = []struct{ word, kind string }{
+	{"rollouts", plugin.KindRollout}, {"deployments", plugin.KindDeployment}, {"statefulsets", "StatefulSet"},
+	{"daemonsets", "DaemonSet"}, {"jobs", "Job"}, {"cronjobs", "CronJob"}, {"pods", "Pod"},
+}
+
+// allWorkloads is every -workloads word: the controller's default.
+const allWorkloads = "rollouts,deployments,statefulsets,daemonsets,jobs,cronjobs,pods"
+
+// ParseWorkloads reads a -workloads value ("rollouts,deployments,statefulsets") into workload
+// kinds (plugin.KindRollout, plugin.KindDeployment, "StatefulSet", "DaemonSet", "Job",
+// "CronJob", "Pod"), reporting every unknown or repeated word.
 func ParseWorkloads(v string) ([]string, []string) {
 	var kinds, problems []string
 	for _, w := range strings.Split(v, ",") {
@@ -116,13 +127,13 @@ func ParseWorkloads(v string) ([]string, []string) {
 			continue
 		}
 		var kind string
-		switch strings.ToLower(w) {
-		case "rollouts", "rollout":
-			kind = plugin.KindRollout
-		case "deployments", "deployment":
-			kind = plugin.KindDeployment
-		default:
-			problems = append(problems, fmt.Sprintf("%q is not a workload kind: use rollouts, deployments or both (rollouts,deployments)", w))
+		for _, ww := range workloadWords {
+			if l := strings.ToLower(w); l == ww.word || l == strings.TrimSuffix(ww.word, "s") {
+				kind = ww.kind
+			}
+		}
+		if kind == "" {
+			problems = append(problems, fmt.Sprintf("%q is not a workload kind: use any of %s", w, allWorkloads))
 			continue
 		}
 		if contains(kinds, kind) {
@@ -132,7 +143,7 @@ func ParseWorkloads(v string) ([]string, []string) {
 		kinds = append(kinds, kind)
 	}
 	if len(kinds) == 0 && len(problems) == 0 {
-		problems = append(problems, "it names no workload kind: use rollouts, deployments or both (rollouts,deployments)")
+		problems = append(problems, "it names no workload kind: use any of "+allWorkloads)
 	}
 	return kinds, problems
 }

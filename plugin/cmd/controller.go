@@ -61,6 +61,17 @@ type controllerOptions struct {
 	nsList []string
 }
 
+// adopting are the kinds named by -workloads other than Rollouts and Deployments.
+func (o *controllerOptions) adopting() map[string]bool {
+	out := map[string]bool{}
+	for _, k := range o.workloads.kinds {
+		if k != plugin.KindRollout && k != plugin.KindDeployment {
+			out[k] = true
+		}
+	}
+	return out
+}
+
 // Controller is `configmap-attacher controller`: the watcher of plugin/controller, with its
 // leader election, metrics and health endpoints.
 type Controller struct {
@@ -93,13 +104,13 @@ func (c *Controller) Main(args []string) int {
 }
 
 func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
-	o.selector, o.workloads = cli.NewSelector(plugin.OptInLabel+"=true"), newWorkloads("rollouts,deployments")
+	o.selector, o.workloads = cli.NewSelector(plugin.OptInLabel+"=true"), newWorkloads(allWorkloads)
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.Var(o.selector, "selector", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
-	fs.Var(o.workloads, "workloads", "workload kinds whose ReplicaSets own config: rollouts, deployments or both (defaulted: without the Rollout CRD, deployments only)")
+	fs.Var(o.workloads, "workloads", "the kinds whose use of an opted-in object adopts it: any of "+allWorkloads+" (default all; without the Rollout CRD, rollouts is dropped unless named); every user of an adopted object owns it, whatever its kind")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader on a Lease; only the leader writes")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace; required with -leader-elect outside a cluster)")
 	fs.StringVar(&o.leID, "leader-election-id", "configmap-attacher", "name of the Lease")
@@ -215,7 +226,7 @@ func (c *Controller) main(args []string) int {
 		return exitCode(err)
 	}
 	pc := controller.ProcessConfig{Client: o.client, Namespaces: o.nsList, Selector: o.selector.Selector(),
-		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), WorkloadsExplicit: o.workloads.set,
+		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), Adopting: o.adopting(), WorkloadsExplicit: o.workloads.set,
 		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log,
 		Clients: c.clients, Served: c.rolloutsInstalled}
 	if o.leaderElect {

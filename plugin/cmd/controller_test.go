@@ -82,7 +82,7 @@ current-context: c
 // Every problem is reported at once, then the usage; exit 2.
 func TestControllerFlagProblems(t *testing.T) {
 	c, _, errb := testController(nil, true)
-	code := c.main([]string{"-selector", "", "-workloads", "rollouts,statefulsets", "-namespaces", "Shop,a,a",
+	code := c.main([]string{"-selector", "", "-workloads", "rollouts,replicasets", "-namespaces", "Shop,a,a",
 		"-leader-election-lease-duration", "5s", "-leader-election-renew-deadline", "10s", "-workers", "0",
 		"-metrics-addr", "8080", "-log-format", "xml", "extra"})
 	if code != ExitUsage {
@@ -93,7 +93,7 @@ func TestControllerFlagProblems(t *testing.T) {
 		`-namespaces: "Shop" is not a valid namespace name`,
 		`-namespaces: "a" is listed twice`,
 		`-selector "": selects every object without a given label`,
-		`-workloads "rollouts,statefulsets": "statefulsets" is not a workload kind`,
+		`-workloads "rollouts,replicasets": "replicasets" is not a workload kind`,
 		`-leader-elect outside a cluster needs -leader-election-namespace`,
 		`-leader-election-lease-duration (5s) must be greater than -leader-election-renew-deadline (10s)`,
 		`-metrics-addr "8080"`,
@@ -150,7 +150,7 @@ func runFor(t *testing.T, c *Controller, args ...string) (int, string) {
 func TestControllerRolloutCRDMissing(t *testing.T) {
 	c, _, _ := testController(nil, false)
 	code, log := runFor(t, c, "-leader-elect=false")
-	if code != ExitOK || !strings.Contains(log, "watching Deployments only") || !strings.Contains(log, "workloads=Deployments") {
+	if code != ExitOK || !strings.Contains(log, "watching Deployments only") || !strings.Contains(log, `workloads="Deployments,StatefulSets,DaemonSets,Jobs,CronJobs,Pods"`) {
 		t.Errorf("defaulted -workloads without the CRD: exit %d\n%s", code, log)
 	}
 	c, _, _ = testController(nil, false)
@@ -160,7 +160,7 @@ func TestControllerRolloutCRDMissing(t *testing.T) {
 	}
 	c, _, _ = testController(nil, true)
 	code, log = runFor(t, c, "-leader-elect=false")
-	if code != ExitOK || !strings.Contains(log, `workloads="Rollouts,Deployments"`) {
+	if code != ExitOK || !strings.Contains(log, `workloads="Rollouts,Deployments,StatefulSets,DaemonSets,Jobs,CronJobs,Pods"`) {
 		t.Errorf("with the CRD: exit %d\n%s", code, log)
 	}
 }

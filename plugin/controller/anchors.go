@@ -28,8 +28,8 @@ const DefaultAnchorGrace = 5 * time.Minute
 // workloadTemplate is what the caches know of workload kind/name in ns: whether it exists (and
 // is not being deleted) and its current template's references.
 func (c *Controller) workloadTemplate(sc *scope, ns, kind, name string) (refs []plugin.Object, exists bool) {
-	if kind == plugin.KindDeployment {
-		inf := sc.workloads[kind]
+	if kind == plugin.KindDeployment || kind == plugin.KindRollout {
+		inf := sc.templatedWorkload(kind)
 		if inf == nil {
 			return nil, false
 		}
@@ -203,10 +203,10 @@ func (c *Controller) enqueueAnchors(sc *scope) int {
 			n++
 		}
 	}
-	if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
-		for _, it := range inf.GetIndexer().List() {
+	for _, w := range sc.templatedWorkloads() {
+		for _, it := range w.inf.GetIndexer().List() {
 			if d, ok := it.(*cachedObject); ok && len(d.Refs) > 0 {
-				add(d.Namespace, plugin.KindDeployment, d.Name)
+				add(d.Namespace, w.kind, d.Name)
 			}
 		}
 	}

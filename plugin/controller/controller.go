@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -93,6 +94,10 @@ type Config struct {
 	// Secrets as metadata only.
 	Kube kubernetes.Interface
 	Meta metadata.Interface
+	// Dynamic, when set, reads Rollouts whole (compacted at once to their template's
+	// references), so a Rollout's current template has an anchor as a Deployment's does. Nil:
+	// Rollouts are watched as metadata only, and their delete and re-apply is not covered.
+	Dynamic dynamic.Interface
 	// LeaderKube, when set, is the client for the Lease (a separate client, so lease renewals
 	// never queue behind patches in the client-side rate limiter). Default Kube.
 	LeaderKube kubernetes.Interface
@@ -104,6 +109,10 @@ type Config struct {
 	// for. Every user of an object counts all the same: a ReplicaSet of any kind becomes an
 	// owner too.
 	Rollouts, Deployments bool
+	// Adopting are the other user kinds whose use adopts an object: "StatefulSet",
+	// "DaemonSet", "Job", "CronJob", "Pod" (a Pod no controller owns); nil: every one of them.
+	// Adopted, every user of the object owns it, whatever its kind.
+	Adopting map[string]bool
 	// RolloutsServed and ExperimentsServed: argoproj.io serves Rollouts (Experiments), so
 	// their existence is watched. Without it a ReplicaSet controlled by one is of unknown
 	// liveness and blocks.
@@ -172,6 +181,40 @@ type scope struct {
 	revisions cache.SharedIndexInformer
 }
 
+// templatedWorkloads are the workload caches that keep their current template's references
+// (indexed by them): Deployments always, Rollouts when they are read whole (Config.Dynamic).
+func (sc *scope) templatedWorkloads() []kindInformer {
+	var out []kindInformer
+	for _, kind := range []string{plugin.KindDeployment, plugin.KindRollout} {
+		if inf := sc.workloads[kind]; inf != nil {
+			if _, ok := inf.GetIndexer().GetIndexers()[byRef]; ok {
+				out = append(out, kindInformer{kind, inf})
+			}
+		}
+	}
+	return out
+}
+
+// templatedWorkload is the templated workload cache of kind (nil: none).
+func (sc *scope) templatedWorkload(kind string) cache.SharedIndexInformer {
+	for _, w := range sc.templatedWorkloads() {
+		if w.kind == kind {
+			return w.inf
+		}
+	}
+	return nil
+}
+
+// adopts reports whether a user of this kind adopts the objects it uses (Config.Adopting).
+func (c *Controller) adopts(kind string) bool {
+	return c.cfg.Adopting == nil || c.cfg.Adopting[kind]
+}
+
+type kindInformer struct {
+	kind string
+	inf  cache.SharedIndexInformer
+}
+
 // New builds the informers, indexes and queue; nothing talks to the apiserver before Run.
 func New(cfg Config) (*Controller, error) {
 	if cfg.Kube == nil || cfg.Meta == nil {
@@ -180,7 +223,7 @@ func New(cfg Config) (*Controller, error) {
 	if !plugin.Positive(cfg.Selector) {
 		return nil, errors.New("controller: an opt-in selector that selects less than everything is required")
 	}
-	if !cfg.Rollouts && !cfg.Deployments {
+	if !cfg.Rollouts && !cfg.Deployments && cfg.Adopting != nil && len(cfg.Adopting) == 0 {
 		return nil, errors.New("controller: no workload kind to watch")
 	}
 	if cfg.Workers <= 0 {

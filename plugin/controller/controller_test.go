@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"net/http"
 	"sort"
 	"strings"
@@ -123,6 +125,21 @@ func startServed(t *testing.T, cfg Config, served bool, kobjs []runtime.Object, 
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
 	cfg.Kube, cfg.Meta, cfg.Metrics, cfg.Events = h.kube, h.md, h.m, h.events
+	// The controller's anchors, created through the typed client, are confirmed through the
+	// metadata client, as one apiserver serves both.
+	h.kube.PrependReactor("create", "controllerrevisions", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cr := a.(k8stesting.CreateAction).GetObject().(*appsv1.ControllerRevision)
+		m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
+		if m.UID == "" {
+			m.UID = types.UID("uid-" + cr.Name)
+			cr.UID = m.UID
+		}
+		m.Namespace = a.GetNamespace()
+		if err := h.md.Tracker().Add(m); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
 	if cfg.Selector == nil {
 		cfg.Selector = plugin.OptInSelector()
 	}
@@ -639,4 +656,54 @@ func TestNewUserOfAnotherKindIsAdded(t *testing.T) {
 	}
 	h.eventually("the Deployment's ReplicaSet as owner too", func() bool { return len(h.patches()) == 2 })
 	equal(t, "patches", h.patches(), []string{"ConfigMap/shared: api-1", "ConfigMap/shared: web-1"})
+}
+
+// TestRolloutOwnsThroughItsAnchor: read whole (a dynamic client), a Rollout's current template
+// has an anchor as a Deployment's does, among the owners beside its ReplicaSet: a delete and
+// re-apply of the Rollout keeps its config.
+func TestRolloutOwnsThroughItsAnchor(t *testing.T) {
+	web := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"name": "web", "namespace": ns, "uid": "uid-Rollout"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "app", "image": "app:1"}},
+			"volumes":    []any{map[string]any{"name": "cfg", "configMap": map[string]any{"name": "shared"}}},
+		}}},
+	}}
+	gvr := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "RolloutList"}, ro)
+	h := startWith(t, Config{Dynamic: dyn}, []runtime.Object{web}, meta("ConfigMap", "shared", optIn))
+	anchor := plugin.NewAnchor(plugin.KindRollout, "web", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "shared"}})
+	h.eventually("the Rollout's anchor", func() bool {
+		_, err := h.kube.AppsV1().ControllerRevisions(ns).Get(context.Background(), anchor.ObjectName(), metav1.GetOptions{})
+		return err == nil
+	})
+	h.eventually("the patch", func() bool {
+		joined := strings.Join(h.patches(), ";")
+		return strings.Contains(joined, "web-1") && strings.Contains(joined, anchor.ObjectName())
+	})
+}
+
+// TestWorkloadsNarrowsAdoption: -workloads picks whose use adopts an object, never which users
+// of an adopted object own it. Without statefulsets, a ConfigMap only a StatefulSet uses is
+// left alone; one a Rollout's ReplicaSet also uses is adopted, with the StatefulSet's anchor
+// among its owners.
+func TestWorkloadsNarrowsAdoption(t *testing.T) {
+	web := rs("web-1", "Rollout", spec([]string{"shared"}, nil))
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns, UID: "uid-sts"},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: spec([]string{"shared", "sts-only"}, nil)}}}
+	h := startWith(t, Config{Rollouts: true, Deployments: true, Adopting: map[string]bool{"Job": true}}, []runtime.Object{web, sts},
+		meta("ConfigMap", "shared", optIn), meta("ConfigMap", "sts-only", optIn))
+	anchor := plugin.NewAnchor("StatefulSet", "cache", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "shared"}, {Kind: plugin.KindConfigMap, Name: "sts-only"}})
+	h.eventually("the adopted object's patch", func() bool {
+		joined := strings.Join(h.patches(), ";")
+		return strings.Contains(joined, "web-1") && strings.Contains(joined, anchor.ObjectName())
+	})
+	h.settle()
+	for _, p := range h.patches() {
+		if strings.Contains(p, "sts-only") {
+			t.Errorf("patch %s: sts-only is used by a StatefulSet alone, which -workloads does not name", p)
+		}
+	}
 }

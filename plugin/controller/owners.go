@@ -260,11 +260,11 @@ func (v view) ownerUsers(sc *scope, o plugin.Object, u *plugin.Users) {
 			}
 		}
 	}
-	if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
-		items, _ := inf.GetIndexer().ByIndex(byRef, k)
+	for _, w := range sc.templatedWorkloads() {
+		items, _ := w.inf.GetIndexer().ByIndex(byRef, k)
 		for _, it := range items {
 			if d, ok := it.(*cachedObject); ok {
-				v.anchorUser(sc, plugin.KindDeployment, d.Name, d.Refs, d.Deleting, u)
+				v.anchorUser(sc, w.kind, d.Name, d.Refs, d.Deleting, u)
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -43,7 +44,9 @@ type ProcessConfig struct {
 	// WorkloadsExplicit says the user named them (a missing Rollout CRD is then an error,
 	// otherwise Deployments alone are watched).
 	Rollouts, Deployments bool
-	WorkloadsExplicit     bool
+	// Adopting: the other kinds whose use adopts an object (Config.Adopting).
+	Adopting          map[string]bool
+	WorkloadsExplicit bool
 	// LeaderElection, when set, elects a leader (its Identity is filled in here).
 	LeaderElection          *LeaderElection
 	MetricsAddr, HealthAddr string
@@ -207,6 +210,14 @@ func RunProcess(ctx context.Context, o ProcessConfig) error {
 	if err != nil {
 		return err
 	}
+	// Rollouts are read whole (JSON: a CRD has no protobuf) for their templates' anchors; a
+	// caller that brings its own clients (the tests' fakes) watches them as metadata only.
+	var dyn dynamic.Interface
+	if o.Clients == nil {
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating Kubernetes dynamic client: %w", err)
+		}
+	}
 	// Served or not matters with -workloads deployments too: a Rollout's ReplicaSets are users
 	// of shared config whose controllers' existence must be watched.
 	served, err := installed(cfg)
@@ -221,13 +232,13 @@ func RunProcess(ctx context.Context, o ProcessConfig) error {
 		case !ok && !o.Deployments:
 			return errors.New("the Rollout CRD (rollouts.argoproj.io) is not installed")
 		case !ok:
-			log.Warn("the Rollout CRD (rollouts.argoproj.io) is not installed: watching Deployments only (restart after installing Argo Rollouts)")
+			log.Warn("the Rollout CRD (rollouts.argoproj.io) is not installed: watching Deployments only, not Rollouts (restart after installing Argo Rollouts)")
 			o.Rollouts = false
 		}
 	}
 	entry := log.WithField("component", "controller")
-	ccfg := Config{Kube: kube, Meta: meta, LeaderKube: lease, Namespaces: o.Namespaces, Selector: o.Selector,
-		Rollouts: o.Rollouts, Deployments: o.Deployments, RolloutsServed: served.Rollouts, ExperimentsServed: served.Experiments, Workers: o.Workers, Resync: o.Resync, AnchorGrace: o.AnchorGrace, DryRun: o.DryRun,
+	ccfg := Config{Kube: kube, Meta: meta, Dynamic: dyn, LeaderKube: lease, Namespaces: o.Namespaces, Selector: o.Selector,
+		Rollouts: o.Rollouts, Deployments: o.Deployments, Adopting: o.Adopting, RolloutsServed: served.Rollouts, ExperimentsServed: served.Experiments, Workers: o.Workers, Resync: o.Resync, AnchorGrace: o.AnchorGrace, DryRun: o.DryRun,
 		Log: entry, Metrics: m, FreeMemoryAfterSync: true}
 	if o.LeaderElection != nil {
 		le := *o.LeaderElection
@@ -279,6 +290,11 @@ func RunProcess(ctx context.Context, o ProcessConfig) error {
 	}
 	if o.Deployments {
 		workloads = append(workloads, "Deployments")
+	}
+	for _, k := range []string{"StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"} {
+		if o.Adopting == nil || o.Adopting[k] {
+			workloads = append(workloads, k+"s")
+		}
 	}
 	namespaces := "all"
 	if len(o.Namespaces) > 0 {

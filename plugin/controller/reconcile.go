@@ -20,9 +20,9 @@ import (
 // One reconcile: the object as a candidate of the core's Reconcile, and how failures are
 // reported.
 
-// watchedUser reports whether a live ReplicaSet of a watched workload kind uses k: only then
-// is the object the controller's candidate (-workloads picks whose ReplicaSets it acts for;
-// every user counts when the core decides the owners).
+// watchedUser reports whether a live user of a kind -workloads names uses k: only then is the
+// object adopted, the controller's candidate (-workloads picks whose config is adopted; every
+// user of an adopted object owns it, whatever its kind, when the core decides the owners).
 func (c *Controller) watchedUser(k Key) bool {
 	sc := c.scopeOf(k.Namespace)
 	if sc == nil {
@@ -37,23 +37,29 @@ func (c *Controller) watchedUser(k Key) bool {
 	// Every other kind of user adopts too: a StatefulSet's or DaemonSet's revision, a Job, a
 	// CronJob, a bare Pod, a Deployment's current template (every user owns).
 	if sc.revisions != nil {
-		if items, _ := sc.revisions.GetIndexer().ByIndex(byRef, k.String()); len(items) > 0 {
-			return true
+		items, _ := sc.revisions.GetIndexer().ByIndex(byRef, k.String())
+		for _, it := range items {
+			if r, ok := it.(*cachedRevision); ok {
+				if ref := metav1.GetControllerOfNoCopy(r); ref != nil && c.adopts(ref.Kind) {
+					return true
+				}
+			}
 		}
 	}
 	for _, inf := range sc.templates {
 		items, _ := inf.GetIndexer().ByIndex(byRef, k.String())
 		for _, it := range items {
-			if t, ok := it.(*cachedTemplate); ok && t.DeletionTimestamp == nil && (t.Kind != "Pod" || t.Controller == nil) {
+			if t, ok := it.(*cachedTemplate); ok && t.DeletionTimestamp == nil && (t.Kind != "Pod" || t.Controller == nil) && c.adopts(t.Kind) {
 				return true
 			}
 		}
 	}
-	if c.cfg.Deployments {
-		if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
-			if items, _ := inf.GetIndexer().ByIndex(byRef, k.String()); len(items) > 0 {
-				return true
-			}
+	for _, w := range sc.templatedWorkloads() {
+		if w.kind == plugin.KindDeployment && !c.cfg.Deployments || w.kind == plugin.KindRollout && !c.cfg.Rollouts {
+			continue
+		}
+		if items, _ := w.inf.GetIndexer().ByIndex(byRef, k.String()); len(items) > 0 {
+			return true
 		}
 	}
 	return false
@@ -108,7 +114,7 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	for _, w := range res.Plan.Writes {
 		missing = append(missing, w.Owners...)
 	}
-	log = log.WithField("replicasets", names(missing))
+	log = log.WithField("owners", names(missing))
 	switch {
 	case err != nil && apierrors.IsNotFound(err):
 		// Deleted since the cache saw it: nothing to own.
@@ -135,7 +141,7 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 	c.markPending(k, m.UID, added)
 	c.m.OwnerReferencesAdded.WithLabelValues(string(k.Kind)).Add(float64(len(added)))
 	c.reacted(k, true)
-	log.WithField("replicasets", names(added)).Info("added the ReplicaSets as owners")
+	log.WithField("owners", names(added)).Info("added the owners")
 	return "patched", nil
 }
 

@@ -216,8 +216,8 @@ func (c *Controller) enqueueScope(sc *scope) int {
 	if sc.revisions != nil {
 		indexed = append(indexed, sc.revisions)
 	}
-	if inf := sc.workloads[plugin.KindDeployment]; inf != nil {
-		indexed = append(indexed, inf)
+	for _, w := range sc.templatedWorkloads() {
+		indexed = append(indexed, w.inf)
 	}
 	for _, inf := range indexed {
 		for _, v := range inf.GetIndexer().ListIndexFuncValues(byRef) {

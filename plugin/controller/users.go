@@ -8,9 +8,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -107,6 +109,17 @@ func (c *Controller) compactWorkload(obj any) (any, error) {
 		m = o
 	case *appsv1.Deployment:
 		m, refs = o, objectList(plugin.TemplateReferences(&o.Spec.Template.Spec))
+	case *unstructured.Unstructured:
+		// A Rollout: only spec.template is decoded (absent with spec.workloadRef, whose
+		// Deployment's anchor stands for the template).
+		m = o
+		if tmpl, ok, _ := unstructured.NestedMap(o.Object, "spec", "template"); ok {
+			var t corev1.PodTemplateSpec
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &t); err != nil {
+				return nil, fmt.Errorf("Rollout %s/%s: spec.template: %w", o.GetNamespace(), o.GetName(), err)
+			}
+			refs = objectList(plugin.TemplateReferences(&t.Spec))
+		}
 	default:
 		return obj, nil
 	}
@@ -163,22 +176,28 @@ func templatedPod(ref *metav1.OwnerReference) bool {
 }
 
 // addUserCaches adds the workload and template caches to a scope.
-func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory) error {
+func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory, mf metadatainformer.SharedInformerFactory, df dynamicinformer.DynamicSharedInformerFactory) error {
 	sc.workloads = map[string]cache.SharedIndexInformer{}
 	for _, w := range workloadKinds {
 		if w.crd && !(w.kind == plugin.KindRollout && c.cfg.RolloutsServed || w.kind == "Experiment" && c.cfg.ExperimentsServed) {
 			continue // not served: its ReplicaSets' controllers are unknown, and block
 		}
+		// Deployments (and Rollouts, with a dynamic client) are read whole and compacted at once
+		// to their current template's references: the anchor that stands for it (anchors.go).
+		// Experiments only for their existence.
 		var inf cache.SharedIndexInformer
-		if w.kind == plugin.KindDeployment {
-			// Deployments are read whole (and compacted at once) for their current template's
-			// references: the anchor that stands for it (anchors.go).
+		switch {
+		case w.kind == plugin.KindDeployment:
 			inf = kf.Apps().V1().Deployments().Informer()
+		case w.kind == plugin.KindRollout && df != nil:
+			inf = df.ForResource(w.gvr).Informer()
+		default:
+			inf = mf.ForResource(w.gvr).Informer()
+		}
+		if w.kind == plugin.KindDeployment || w.kind == plugin.KindRollout && df != nil {
 			if err := inf.AddIndexers(cache.Indexers{byRef: workloadRefIndex}); err != nil {
 				return fmt.Errorf("%s indexes: %w", w.kind, err)
 			}
-		} else {
-			inf = mf.ForResource(w.gvr).Informer()
 		}
 		if err := inf.SetTransform(c.compactWorkload); err != nil {
 			return fmt.Errorf("%s informer transform: %w", w.kind, err)

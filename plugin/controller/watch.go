@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -57,7 +58,12 @@ func (c *Controller) addScope(ns string) error {
 			return fmt.Errorf("%s event handler: %w", kind, err)
 		}
 	}
-	if err := c.addUserCaches(sc, kf, mf); err != nil {
+	var df dynamicinformer.DynamicSharedInformerFactory
+	if c.cfg.Dynamic != nil {
+		df = dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Dynamic, 0, ns, nil)
+		c.starters = append(c.starters, df.Start)
+	}
+	if err := c.addUserCaches(sc, kf, mf, df); err != nil {
 		return err
 	}
 	c.scopes[ns] = sc
