@@ -453,7 +453,7 @@ func TestTemplateRejects(t *testing.T) {
 		// The schema's.
 		"rbac: {scope: everywhere}\n":           "at '/rbac/scope': value must be one of",
 		"selector: \"\"\n":                      "at '/selector'",
-		"workloads: [replicasets]\n":           "at '/workloads/0'",
+		"workloads: [replicasets]\n":            "at '/workloads/0'",
 		"selectr: a=b\n":                        "additional properties 'selectr' not allowed",
 		"logLevel: verbose\n":                   "at '/logLevel'",
 		"leaderElection: {leaseDuration: 15}\n": "at '/leaderElection/leaseDuration'",
