@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Anchors and revisions: the owners that stand for a workload's current template and for a
@@ -23,8 +24,12 @@ import (
 // (Deployment, Rollout, StatefulSet, DaemonSet, CronJob) and the set of objects its current pod
 // template references. It is an owner of those objects from the moment it exists, so the object
 // outlives a delete and re-apply of its workload deterministically (the garbage collector finds
-// a live owner, whatever the timing), and a CronJob's config lives between its runs. An anchor
-// carries no owner reference: deleting its workload must not delete it. It is the only kind of
+// a live owner, whatever the timing), and a CronJob's config lives between its runs. An
+// anchor's one owner reference is its Namespace, as controller: deleting its workload must not
+// delete it (so the workload cannot be its owner), and a revision with a controller is never
+// adopted by a StatefulSet or DaemonSet whose selector happens to match its labels (their
+// controllers adopt only orphaned revisions, and would then prune it as history); the
+// Namespace outlives every workload in it and takes the anchor with it. It is the only kind of
 // object configmap-attacher creates or deletes, and it is labelled AnchorLabel; AnchorVerdict is
 // the one rule that deletes one.
 
@@ -89,22 +94,32 @@ func (a Anchor) Equal(b Anchor) bool {
 	return a.Kind == b.Kind && a.Name == b.Name && slices.Equal(a.Refs, b.Refs)
 }
 
-// ControllerRevision is the anchor as the object the controller creates in namespace ns.
-func (a Anchor) ControllerRevision(ns string) *appsv1.ControllerRevision {
+// ControllerRevision is the anchor as the object the controller creates in namespace ns, whose
+// UID is nsUID: its controller.
+func (a Anchor) ControllerRevision(ns string, nsUID types.UID) *appsv1.ControllerRevision {
 	d := anchorData{Workload: a.Workload(), References: make([]string, 0, len(a.Refs))}
 	for _, o := range a.Refs {
 		d.References = append(d.References, string(o.Kind)+"/"+o.Name)
 	}
 	raw, _ := json.Marshal(d) // cannot fail: fixed types
+	controller := true
 	return &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: a.ObjectName(), Namespace: ns,
 			Labels:      map[string]string{AnchorLabel: "true", "app.kubernetes.io/managed-by": "configmap-attacher"},
 			Annotations: map[string]string{AnchorWorkloadAnnotation: a.Workload()},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns, UID: nsUID,
+				Controller: &controller}},
 		},
 		Data:     runtime.RawExtension{Raw: raw},
 		Revision: 1,
 	}
+}
+
+// NamespaceController reports whether ref is the controller reference an anchor in namespace ns
+// carries: its Namespace. The Namespace of an object read live in ns exists.
+func NamespaceController(ref *metav1.OwnerReference, ns string) bool {
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Namespace" && ref.Name == ns
 }
 
 // IsAnchor reports whether a ControllerRevision's labels mark it as an anchor.

@@ -47,9 +47,17 @@ func TestAnchorRoundTrip(t *testing.T) {
 	if got := a.Refs; len(got) != 3 || got[0] != (Object{KindConfigMap, "a"}) || got[2] != (Object{KindSecret, "s"}) {
 		t.Fatalf("refs not sorted and deduplicated: %v", got)
 	}
-	cr := a.ControllerRevision("ns")
-	if !IsAnchor(cr) || cr.Annotations[AnchorWorkloadAnnotation] != "CronJob/report" || len(cr.OwnerReferences) != 0 {
+	cr := a.ControllerRevision("ns", "uid-ns")
+	if !IsAnchor(cr) || cr.Annotations[AnchorWorkloadAnnotation] != "CronJob/report" {
 		t.Fatalf("anchor object: %+v", cr.ObjectMeta)
+	}
+	// Its one owner is its Namespace, as controller: no workload's deletion takes it, and no
+	// StatefulSet or DaemonSet adopts it.
+	if refs := cr.OwnerReferences; len(refs) != 1 || !NamespaceController(metav1.GetControllerOfNoCopy(cr), "ns") || refs[0].UID != "uid-ns" {
+		t.Fatalf("anchor owners: %+v", refs)
+	}
+	if NamespaceController(&cr.OwnerReferences[0], "other") {
+		t.Fatal("an anchor's Namespace reference names its own namespace")
 	}
 	back, ok := ParseAnchor(cr)
 	if !ok || !back.Equal(a) {

@@ -256,8 +256,8 @@ var replicaSetsResource = appsv1.SchemeGroupVersion.WithResource("replicasets")
 // existence is not checked, which the users rule has blocked already). Metadata only.
 func (a *Attacher) controllerLive(ctx context.Context, ns, rsName string, rs metav1.Object) (bool, error) {
 	ref := metav1.GetControllerOfNoCopy(rs)
-	if ref == nil {
-		return true, nil
+	if ref == nil || NamespaceController(ref, ns) {
+		return true, nil // none, or an anchor's: its Namespace, which exists
 	}
 	k, ok := checkedKind(ref)
 	if !ok {

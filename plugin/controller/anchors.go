@@ -50,6 +50,19 @@ func (c *Controller) workloadTemplate(sc *scope, ns, kind, name string) (refs []
 	return t.Refs, true
 }
 
+// namespaceUID is the UID of namespace ns, the controller of its anchors. Read live for each
+// anchor (one GET per template change of a workload): a UID kept from before a namespace was
+// deleted and created again would make every new anchor collectable at once.
+func (c *Controller) namespaceUID(ctx context.Context, ns string) (types.UID, error) {
+	rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
+	defer cancel()
+	n, err := c.cfg.Kube.CoreV1().Namespaces().Get(rctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading namespace %s, the controller of its anchors (is get on namespaces allowed?): %w", ns, err)
+	}
+	return n.UID, nil
+}
+
 // syncAnchors creates the anchor of the workload's current template and deletes the anchors
 // the rule lets go.
 func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
@@ -74,8 +87,12 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 	result := "noop"
 	cur := plugin.NewAnchor(kind, name, refs)
 	if exists && len(refs) > 0 && c.usesOptedIn(ns, refs) && sc.anchor(ns, cur) == nil && !c.cfg.DryRun {
+		nsUID, err := c.namespaceUID(ctx, ns)
+		if err != nil {
+			return "error", err
+		}
 		rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
-		_, err := c.cfg.Kube.AppsV1().ControllerRevisions(ns).Create(rctx, cur.ControllerRevision(ns), metav1.CreateOptions{})
+		_, err = c.cfg.Kube.AppsV1().ControllerRevisions(ns).Create(rctx, cur.ControllerRevision(ns, nsUID), metav1.CreateOptions{})
 		cancel()
 		switch {
 		case apierrors.IsAlreadyExists(err):
@@ -88,6 +105,7 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 		}
 	}
 	items, _ := sc.revisions.GetIndexer().ByIndex(byAnchorOf, wk)
+	kept := 0
 	for _, it := range items {
 		r, ok := it.(*cachedRevision)
 		if !ok || r.Anchor == nil || r.DeletionTimestamp != nil {
@@ -101,6 +119,9 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 			st.Unsettled = c.unsettled(sc, ns, r)
 		}
 		del, after := plugin.AnchorVerdict(st, c.cfg.AnchorGrace)
+		if !del || c.cfg.DryRun {
+			kept++
+		}
 		if !del {
 			if after > 0 {
 				c.enqueueWorkload(ns, kind, name, after)
@@ -125,6 +146,12 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 		}
 		log.WithFields(logrus.Fields{"anchor": r.Name, "why": why}).Info("deleted the anchor")
 		result = "patched"
+	}
+	if !exists && kept == 0 {
+		// Gone, and no anchor of it left: nothing to time any more.
+		c.mu.Lock()
+		delete(c.gone, wk)
+		c.mu.Unlock()
 	}
 	return result, nil
 }

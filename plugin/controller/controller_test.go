@@ -120,7 +120,8 @@ func startServed(t *testing.T, cfg Config, served bool, kobjs []runtime.Object, 
 			mobjs = append(mobjs, h)
 		}
 	}
-	kobjs = append(kobjs, &appsv1.Deployment{ObjectMeta: liveWorkload("Deployment").ObjectMeta})
+	kobjs = append(kobjs, &appsv1.Deployment{ObjectMeta: liveWorkload("Deployment").ObjectMeta},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, UID: "uid-ns-" + ns}})
 	cfg.RolloutsServed, cfg.ExperimentsServed = served, served
 	h := &harness{t: t, kube: fake.NewClientset(kobjs...), md: metadatafake.NewSimpleMetadataClient(sch, mobjs...),
 		m: NewMetrics(), events: record.NewFakeRecorder(100), done: make(chan error, 1)}
@@ -581,7 +582,7 @@ func TestStatefulSetOwnsThroughItsAnchor(t *testing.T) {
 	h.eventually("the patch", func() bool { return len(h.patches()) > 0 })
 	h.settle()
 	cr, err := h.kube.AppsV1().ControllerRevisions(ns).Get(context.Background(), anchor.ObjectName(), metav1.GetOptions{})
-	if err != nil || !plugin.IsAnchor(cr) || len(cr.OwnerReferences) != 0 {
+	if err != nil || !plugin.IsAnchor(cr) || len(cr.OwnerReferences) != 1 || !plugin.NamespaceController(metav1.GetControllerOfNoCopy(cr), ns) {
 		t.Fatalf("anchor %+v, %v", cr, err)
 	}
 	all := h.patches()

@@ -47,6 +47,7 @@ func (d *Doctor) needs(mode string) []need {
 			{"apps", "statefulsets", []string{"list", "watch", "get"}, false},
 			{"apps", "daemonsets", []string{"list", "watch", "get"}, false},
 			{"apps", "controllerrevisions", []string{"list", "watch", "get", "create", "delete"}, false},
+			{"", "namespaces", []string{"get"}, false},
 			{"batch", "jobs", []string{"list", "watch", "get"}, false},
 			{"batch", "cronjobs", []string{"list", "watch", "get"}, false},
 			{"", "pods", []string{"list", "watch", "get"}, false},

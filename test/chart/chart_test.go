@@ -153,7 +153,7 @@ var controllerRules = sortedUnion([]string{
 	// Every user owns: revisions and anchors (the only objects created and deleted), and the
 	// live confirmation of the other owner kinds.
 	"apps/controllerrevisions:list", "apps/controllerrevisions:watch", "apps/controllerrevisions:get",
-	"apps/controllerrevisions:create", "apps/controllerrevisions:delete",
+	"apps/controllerrevisions:create", "apps/controllerrevisions:delete", "/namespaces:get",
 	"/pods:get", "apps/statefulsets:get", "apps/daemonsets:get", "batch/jobs:get", "batch/cronjobs:get",
 })
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -241,7 +242,7 @@ func anchorNames(as []appsv1.ControllerRevision) []string {
 }
 
 // waitAnchor waits until every object is owned by one anchor of workload ("<Kind>/<name>"),
-// and returns that anchor. An anchor carries no owner reference.
+// and returns that anchor. An anchor's one owner is its Namespace.
 func waitAnchor(t *testing.T, kube kubernetes.Interface, ns, workload string, timeout time.Duration, objs ...cluster.ConfigRef) *appsv1.ControllerRevision {
 	t.Helper()
 	var found *appsv1.ControllerRevision
@@ -263,8 +264,10 @@ func waitAnchor(t *testing.T, kube kubernetes.Interface, ns, workload string, ti
 		}
 		return false, fmt.Sprintf("anchors of %s: %v; %s", workload, anchorNames(as), ownersState(t, kube, ns, objs...))
 	})
-	if len(found.OwnerReferences) != 0 {
-		t.Errorf("anchor %s has owner references %v: deleting the workload would delete it", found.Name, ownerNames(found.OwnerReferences))
+	// Its one owner is its Namespace, as controller: deleting the workload does not delete it,
+	// and no StatefulSet or DaemonSet adopts it.
+	if refs := found.OwnerReferences; len(refs) != 1 || !plugin.NamespaceController(metav1.GetControllerOfNoCopy(found), ns) {
+		t.Errorf("anchor %s has owner references %v: want its Namespace alone, as controller", found.Name, ownerNames(found.OwnerReferences))
 	}
 	return found
 }

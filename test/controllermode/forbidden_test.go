@@ -31,6 +31,7 @@ func TestForbiddenWarningEvent(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts", "experiments"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"list", "watch", "get", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 	}, nil)
 	sel := "test/forbidden=" + ns
 	p, err := startController(e.c.Dir, e.bin, "forbidden-"+ns, "-kubeconfig", e.c.WriteKubeconfig(t, cfg), "-namespaces", ns,

@@ -106,6 +106,12 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 - apiGroups: ["apps"]
   resources: ["controllerrevisions"]
   verbs: ["list", "watch", "get", "create", "delete"]
+# An anchor's controller is its Namespace (so that no workload's deletion takes it, and no
+# StatefulSet or DaemonSet adopts it): one GET of the namespace per anchor created. In a Role this
+# grants the Role's own namespace alone.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
 - apiGroups: ["batch"]
   resources: ["jobs", "cronjobs"]
   verbs: ["list", "watch"]
