@@ -174,10 +174,10 @@ func NormaliseTgz(b []byte, t time.Time) ([]byte, error) {
 }
 
 // render is `helm template` of the packaged chart as release configmap-attacher in
-// namespace configmap-attacher, without the chart's `helm test` hooks (applied by kubectl
-// they would be ordinary objects and run at once).
+// namespace configmap-attacher, without the chart's `helm test` and uninstall hooks (applied
+// by kubectl they would be ordinary objects and run at once).
 func (a artifacts) render(set ...string) ([]byte, error) {
-	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace, "--skip-tests"}
+	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace, "--skip-tests", "--no-hooks"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
