@@ -231,7 +231,10 @@ func (c *Cleaner) stopController(ctx context.Context) error {
 			return nil
 		case err != nil:
 			return fmt.Errorf("reading the controller's Deployment %s/%s: %w", c.StopNamespace, c.StopName, err)
-		case d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0:
+		case d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 &&
+			(d.Status.TerminatingReplicas == nil || *d.Status.TerminatingReplicas == 0):
+			// Replicas counts no terminating pod; where the apiserver reports them
+			// (DeploymentReplicaSetTerminatingReplicas), those are waited for too.
 			return nil
 		}
 		if time.Now().After(deadline) {

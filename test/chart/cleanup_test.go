@@ -151,7 +151,7 @@ func TestCleanupHook(t *testing.T) {
 		}
 	}
 	vap := find(objs, "ValidatingAdmissionPolicy", "", "rel-configmap-attacher-anchors-only")
-	if got := get(vap, "spec", "matchConditions", 0, "expression"); got != "request.userInfo.username in ['system:serviceaccount:"+releaseNS+":rel-configmap-attacher']" {
+	if got := get(vap, "spec", "matchConditions", 0, "expression"); got != "request.userInfo.username == 'system:serviceaccount:"+releaseNS+":rel-configmap-attacher'" {
 		t.Errorf("without the hook the policy matches %v", got)
 	}
 }
@@ -169,7 +169,7 @@ func TestAdmissionPolicyRendered(t *testing.T) {
 	if vap == nil || binding == nil {
 		t.Fatalf("no policy and binding %s in %v", name, keys(objs))
 	}
-	want := "request.userInfo.username in ['system:serviceaccount:" + releaseNS + ":rel-configmap-attacher', 'system:serviceaccount:" + releaseNS + ":rel-configmap-attacher-cleanup']"
+	want := "request.userInfo.username == 'system:serviceaccount:" + releaseNS + ":rel-configmap-attacher' || request.userInfo.username == 'system:serviceaccount:" + releaseNS + ":rel-configmap-attacher-cleanup'"
 	if got := get(vap, "spec", "matchConditions", 0, "expression"); got != want {
 		t.Errorf("matchConditions %v, want %s", got, want)
 	}

@@ -184,5 +184,5 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 {{- if .Values.cleanup.enabled }}
 {{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configmap-attacher.cleanupName" .)) }}
 {{- end }}
-{{- range $i, $u := $users }}{{ if $i }}, {{ end }}{{ $u | squote }}{{ end }}
+{{- range $i, $u := $users }}{{ if $i }} || {{ end }}request.userInfo.username == {{ $u | squote }}{{ end }}
 {{- end }}
