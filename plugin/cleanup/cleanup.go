@@ -365,7 +365,7 @@ func (c *Cleaner) planNamespace(ctx context.Context, ns string, items []anchorIt
 			out = append(out, res)
 			continue
 		}
-		res.Reason = "its workload is live and other owners keep what it uses"
+		res.Reason = "its workload is live, and no object it uses is left without another live owner"
 		for _, o := range a.Refs {
 			if ws.uses != nil && !ws.uses(o) {
 				continue // the workload moved on: its current template does not use o
