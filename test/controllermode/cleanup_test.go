@@ -1,6 +1,7 @@
 package controllermode
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -23,20 +24,30 @@ import (
 // config. A CronJob's anchor is the last keeper of its current config between runs: cleanup
 // refuses (deleting nothing) and prints the command that keeps the object; after that command
 // and -force, every anchor is gone and nothing is left that can never be collected.
+//
+// It runs on a cluster of its own: the shared controller would delete the Deployment's anchor
+// itself after its short grace, and the uninstall is of the only controller there is.
 func TestCleanupAfterUninstall(t *testing.T) {
 	t.Parallel()
-	e := sharedEnv(t)
-	ns := e.namespace(t)
-	kube := e.c.Client(t)
-	l := map[string]string{"test/cleanup": ns} // the shared controller ignores these objects
-	args := []string{"-kubeconfig", e.kubeconfig, "-selector", "test/cleanup=" + ns, "-namespaces", ns,
-		"-leader-elect=false", "-log-level", "debug", "-anchor-grace", "10m"}
-	ctl, err := startController(e.c.Dir, e.bin, "cleanup-"+ns, args...)
+	shared := sharedEnv(t) // the binary, and the components are there (or skip)
+	c := cluster.Start(t, cluster.Options{})
+	e := &env{c: c, bin: shared.bin}
+	kube := c.Client(t)
+	ictx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kubeconfig, err := cluster.ControllerModeIdentity(ictx, c, kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := c.Namespace(t)
+	l := map[string]string{cluster.LabelRevisioned: "true"}
+	args := []string{"-kubeconfig", kubeconfig, "-leader-elect=false", "-log-level", "debug", "-anchor-grace", "10m"}
+	ctl, err := startController(c.Dir, e.bin, "cleanup", args...)
 	t.Cleanup(func() { ctl.Stop() }) // nil-safe
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster.LogLinesOnFailure(t, "controller cleanup-"+ns, ctl.LogPath, ctl.Log, ns, 80)
+	cluster.LogLinesOnFailure(t, "controller cleanup", ctl.LogPath, ctl.Log, ns, 80)
 
 	web, nightly, weekly := cluster.ConfigMapRef("web-1"), cluster.ConfigMapRef("nightly-1"), cluster.ConfigMapRef("weekly-1")
 	for _, r := range []cluster.ConfigRef{web, nightly, weekly} {
