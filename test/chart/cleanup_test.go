@@ -141,18 +141,25 @@ func TestCleanupHook(t *testing.T) {
 		t.Errorf("args %q, want %q", args, want)
 	}
 
-	objs, _, err = render(t, "cleanup: {enabled: false}\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if h, _ := hookOf(o); h == "pre-delete" || strings.Contains(o.meta("name"), "cleanup") {
-			t.Errorf("cleanup.enabled false renders %s", o.key())
+	// Disabled, or no RBAC from the chart (its hook would have none): no hook.
+	for _, values := range []string{"cleanup: {enabled: false}\n", "serviceAccount: {create: false, name: preexisting}\nrbac: {create: false}\n"} {
+		objs, _, err = render(t, values)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	vap := find(objs, "ValidatingAdmissionPolicy", "", "rel-configmap-attacher-anchors-only")
-	if got := get(vap, "spec", "matchConditions", 0, "expression"); got != "request.userInfo.username == 'system:serviceaccount:"+releaseNS+":rel-configmap-attacher'" {
-		t.Errorf("without the hook the policy matches %v", got)
+		for _, o := range objs {
+			if h, _ := hookOf(o); h == "pre-delete" || strings.Contains(o.meta("name"), "cleanup") {
+				t.Errorf("%q renders %s", values, o.key())
+			}
+		}
+		sa := "rel-configmap-attacher"
+		if strings.Contains(values, "preexisting") {
+			sa = "preexisting"
+		}
+		vap := find(objs, "ValidatingAdmissionPolicy", "", "rel-configmap-attacher-anchors-only")
+		if got := get(vap, "spec", "matchConditions", 0, "expression"); got != "request.userInfo.username == 'system:serviceaccount:"+releaseNS+":"+sa+"'" {
+			t.Errorf("%q: without the hook the policy matches %v", values, got)
+		}
 	}
 }
 

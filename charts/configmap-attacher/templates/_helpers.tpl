@@ -181,7 +181,7 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
 {{/* The identities the admission policy restricts: the controller's and the cleanup hook's. */}}
 {{- define "configmap-attacher.policyUsers" -}}
 {{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configmap-attacher.serviceAccountName" .)) }}
-{{- if .Values.cleanup.enabled }}
+{{- if and .Values.cleanup.enabled .Values.rbac.create }}
 {{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configmap-attacher.cleanupName" .)) }}
 {{- end }}
 {{- range $i, $u := $users }}{{ if $i }} || {{ end }}request.userInfo.username == {{ $u | squote }}{{ end }}
