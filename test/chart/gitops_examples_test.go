@@ -382,7 +382,7 @@ func checkGitopsRelease(t *testing.T, c *cluster.Cluster, rel gitopsRelease, man
 		t.Errorf("%s: dry run applied %d objects, rendered %d:\n%s", rel.example, n, len(objs), res)
 	}
 	if len(hooks) > 0 {
-		t.Logf("%s: not applied, as neither tool does at a sync or install: the chart's test hooks %v", rel.example, hooks)
+		t.Logf("%s: not applied, as neither tool does at a sync or install: the chart's test and uninstall hooks %v", rel.example, hooks)
 	}
 	return len(objs)
 }
