@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -310,3 +313,160 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		t.Errorf("the administrator deleting an unlabelled ControllerRevision: %v", err)
 	}
 }
+
+// TestCleanupHookRunsWithItsRBAC: the hook's ServiceAccount, ClusterRole, Role and bindings as
+// helm renders them, and the admission policy, applied to the real kube-apiserver; the built
+// binary then runs with exactly the Job's args and a token of the hook's ServiceAccount (no pod
+// runs here). It scales the release's Deployment to 0, deletes the anchor of a gone workload
+// (the garbage collector then collects its ConfigMap) and leaves an unlabelled
+// ControllerRevision alone: the rendered RBAC is enough, and the policy lets it through.
+func TestCleanupHookRunsWithItsRBAC(t *testing.T) {
+	c := cluster.Require(t, shared, sharedErr)
+	bin, err := cluster.PluginBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const release, ns = "hk", "cma-hook"
+	full, hookName := release+"-configmap-attacher", release+"-configmap-attacher-cleanup"
+	if _, err := kubectl(c, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n"), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	objs, _, err := renderRelease(t, release, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	var job obj
+	for _, o := range objs {
+		h, _ := hookOf(o)
+		switch {
+		case o.kind() == "Job" && h == "pre-delete":
+			job = o
+			continue
+		case h == "pre-delete", strings.HasPrefix(o.kind(), "ValidatingAdmissionPolicy"):
+		default:
+			continue
+		}
+		b, err := jsonOf(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b)
+	}
+	if job == nil || len(docs) != 7 {
+		t.Fatalf("rendered hook: Job %v and %d other objects (want the ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding, policy and binding)", job != nil, len(docs))
+	}
+	manifest := strings.Join(docs, "\n---\n")
+	if os.Getenv("CMA_PLANT") == "hook-rbac" {
+		// The hook without get on Jobs: an owner it must check.
+		manifest = strings.Replace(manifest, `"resources":["cronjobs","jobs"]`, `"resources":["cronjobs"]`, 1)
+	}
+	if _, err := kubectl(c, []byte(manifest), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, k := range []string{"validatingadmissionpolicybinding/" + full + "-anchors-only", "validatingadmissionpolicy/" + full + "-anchors-only",
+			"clusterrolebinding/" + hookName, "clusterrole/" + hookName} {
+			_, _ = kubectl(c, nil, "delete", "--ignore-not-found", k)
+		}
+	})
+	cs := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// The release's controller Deployment (its pod stays Pending: nothing schedules it here).
+	one := int32(1)
+	l := map[string]string{"app": full}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: full, Namespace: ns}, Spec: appsv1.DeploymentSpec{Replicas: &one,
+		Selector: &metav1.LabelSelector{MatchLabels: l}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "registry.invalid/cma:1"}}}}}}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An application namespace: the anchor of a Deployment that is gone, the ConfigMap only it
+	// owns, and a StatefulSet's revision (no label).
+	app := c.Namespace(t)
+	anchor := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "web-cma-deployment-0123456789", Namespace: app,
+		Labels: map[string]string{"configmap-attacher.io/anchor": "true"}, Annotations: map[string]string{"configmap-attacher.io/workload": "Deployment/web"}},
+		Data: runtime.RawExtension{Raw: []byte(`{"workload":"Deployment/web","references":["ConfigMap/web-1"]}`)}, Revision: 1}
+	if anchor, err = cs.AppsV1().ControllerRevisions(app).Create(ctx, anchor, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: app, OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: anchor.Name, UID: anchor.UID}}}, Data: map[string]string{"k": "v"}}
+	if _, err := cs.CoreV1().ConfigMaps(app).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().ControllerRevisions(app).Create(ctx, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "db-5d8f", Namespace: app},
+		Data: runtime.RawExtension{Raw: []byte(`{}`)}, Revision: 1}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A live CronJob whose anchor owns nightly-1 beside a Job of it: not the last keeper.
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: app}, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *",
+		JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "job", Image: "registry.invalid/job:1", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "nightly-1"}}}}}}}}}}}}
+	if _, err := cs.BatchV1().CronJobs(app).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job1, err := cs.BatchV1().Jobs(app).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1234", Namespace: app},
+		Spec: batchv1.JobSpec{Suspend: ptrTrue(), Template: cj.Spec.JobTemplate.Spec.Template}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cjAnchor := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "nightly-cma-cronjob-0123456789", Namespace: app,
+		Labels: map[string]string{"configmap-attacher.io/anchor": "true"}},
+		Data: runtime.RawExtension{Raw: []byte(`{"workload":"CronJob/nightly","references":["ConfigMap/nightly-1"]}`)}, Revision: 1}
+	if cjAnchor, err = cs.AppsV1().ControllerRevisions(app).Create(ctx, cjAnchor, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(app).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1", Namespace: app,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cjAnchor.Name, UID: cjAnchor.UID},
+			{APIVersion: "batch/v1", Kind: "Job", Name: job1.Name, UID: job1.UID}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitUntil(t, ctx, 100*time.Millisecond, "the controller Deployment's pod exists", func() (bool, string) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, full, metav1.GetOptions{})
+		return err == nil && d.Status.Replicas == 1, fmt.Sprintf("%v", err)
+	})
+
+	// Exactly the Job's args, as the hook's ServiceAccount.
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, c, cs, ns, hookName, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(strs(get(job, "spec", "template", "spec", "containers", 0, "args")), "-kubeconfig", kubeconfig)
+	var out []byte
+	start := time.Now()
+	// RBAC reaches the authorizer through informers: a 403 right after the apply is retried, as
+	// the Job's backoffLimit does.
+	rctx, rcancel := context.WithTimeout(ctx, 40*time.Second)
+	defer rcancel()
+	cluster.WaitUntil(t, rctx, time.Second, "cleanup as the hook's ServiceAccount exits 0", func() (bool, string) {
+		out, err = exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		return err == nil, fmt.Sprintf("%v\n%s", err, out)
+	})
+	t.Logf("%s (%v):\n%s", strings.Join(args[:len(args)-2], " "), time.Since(start).Round(time.Millisecond), out)
+	if !strings.Contains(string(out), "stopped the controller: Deployment "+ns+"/"+full+" scaled to 0") ||
+		!strings.Contains(string(out), "DELETED      anchor "+app+"/"+anchor.Name) || !strings.Contains(string(out), "DELETED      anchor "+app+"/"+cjAnchor.Name) {
+		t.Errorf("cleanup output:\n%s", out)
+	}
+	if d, err := cs.AppsV1().Deployments(ns).Get(ctx, full, metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 0 {
+		t.Errorf("the controller's Deployment: %v, replicas %v, want 0", err, d.Spec.Replicas)
+	}
+	if _, err := cs.AppsV1().ControllerRevisions(app).Get(ctx, anchor.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the anchor after cleanup: %v, want not found", err)
+	}
+	if _, err := cs.AppsV1().ControllerRevisions(app).Get(ctx, "db-5d8f", metav1.GetOptions{}); err != nil {
+		t.Errorf("the StatefulSet's revision after cleanup: %v", err)
+	}
+	cluster.WaitUntil(t, ctx, 100*time.Millisecond, "the garbage collector deletes web-1", func() (bool, string) {
+		_, err := cs.CoreV1().ConfigMaps(app).Get(ctx, "web-1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	if _, err := cs.CoreV1().ConfigMaps(app).Get(ctx, "nightly-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("nightly-1, which a Job of the CronJob owns: %v", err)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
