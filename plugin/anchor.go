@@ -26,7 +26,8 @@ import (
 // a live owner, whatever the timing), and a CronJob's config lives between its runs. An anchor
 // carries no owner reference: deleting its workload must not delete it. It is the only kind of
 // object configmap-attacher creates or deletes, and it is labelled AnchorLabel; AnchorVerdict is
-// the one rule that deletes one.
+// the one rule by which the controller deletes one (at uninstall, plugin/cleanup deletes the
+// rest: nothing else would).
 
 const (
 	// AnchorLabel marks the anchors configmap-attacher created (value "true"): the controller
