@@ -205,7 +205,9 @@ func (a artifacts) manifests() error {
 		set        []string
 	}{
 		{InstallYAML, "cluster-wide: watches every namespace (a ClusterRole and ClusterRoleBinding)", []string{img}},
-		{InstallNamespacedYAML, "namespaced: watches only namespace " + Namespace + " (a Role and RoleBinding there, no cluster-wide RBAC)", []string{img, "rbac.scope=namespaces", "namespaces={" + Namespace + "}"}},
+		// Nothing cluster-scoped: not the admission policy either (an administrator applies the
+		// chart's separately).
+		{InstallNamespacedYAML, "namespaced: watches only namespace " + Namespace + " (a Role and RoleBinding there, no cluster-wide RBAC, no admission policy)", []string{img, "rbac.scope=namespaces", "namespaces={" + Namespace + "}", "admissionPolicy.enabled=false"}},
 	} {
 		out, err := a.render(m.set...)
 		if err != nil {
