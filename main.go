@@ -5,7 +5,8 @@
 // Started by the Argo Rollouts controller (ARGO_ROLLOUTS_RPC_PLUGIN is set) it serves the
 // step plugin; `configmap-attacher audit ...` audits Rollouts (see cmd.Audit);
 // `configmap-attacher controller ...` runs the watcher; `configmap-attacher doctor ...` checks a
-// setup, read-only; `configmap-attacher install-plugin DIR`
+// setup, read-only; `configmap-attacher cleanup ...` deletes the controller's anchors when it
+// is uninstalled; `configmap-attacher install-plugin DIR`
 // copies itself into DIR; otherwise it is the command-line (Job) mode. The commands are in
 // plugin/cmd.
 package main
@@ -30,6 +31,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "audit" {
 		os.Exit((&cmd.Audit{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "cleanup" {
+		os.Exit((&cmd.Cleanup{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "doctor" {
 		os.Exit((&cmd.Doctor{Stdout: os.Stdout, Stderr: os.Stderr}).Main(os.Args[2:]))

@@ -31,7 +31,8 @@ import (
 // controllers adopt only orphaned revisions, and would then prune it as history); the
 // Namespace outlives every workload in it and takes the anchor with it. It is the only kind of
 // object configmap-attacher creates or deletes, and it is labelled AnchorLabel; AnchorVerdict is
-// the one rule that deletes one.
+// the one rule by which the controller deletes one (at uninstall, plugin/cleanup deletes the
+// rest: nothing else would).
 
 const (
 	// AnchorLabel marks the anchors configmap-attacher created (value "true"): the controller

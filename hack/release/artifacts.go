@@ -174,10 +174,10 @@ func NormaliseTgz(b []byte, t time.Time) ([]byte, error) {
 }
 
 // render is `helm template` of the packaged chart as release configmap-attacher in
-// namespace configmap-attacher, without the chart's `helm test` hooks (applied by kubectl
-// they would be ordinary objects and run at once).
+// namespace configmap-attacher, without the chart's `helm test` and uninstall hooks (applied
+// by kubectl they would be ordinary objects and run at once).
 func (a artifacts) render(set ...string) ([]byte, error) {
-	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace, "--skip-tests"}
+	args := []string{"template", "configmap-attacher", filepath.Join(a.dist, ChartFile(a.version)), "-n", Namespace, "--skip-tests", "--no-hooks"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -205,7 +205,9 @@ func (a artifacts) manifests() error {
 		set        []string
 	}{
 		{InstallYAML, "cluster-wide: watches every namespace (a ClusterRole and ClusterRoleBinding)", []string{img}},
-		{InstallNamespacedYAML, "namespaced: watches only namespace " + Namespace + " (a Role and RoleBinding there, no cluster-wide RBAC)", []string{img, "rbac.scope=namespaces", "namespaces={" + Namespace + "}"}},
+		// Nothing cluster-scoped: not the admission policy either (an administrator applies the
+		// chart's separately).
+		{InstallNamespacedYAML, "namespaced: watches only namespace " + Namespace + " (a Role and RoleBinding there, no cluster-wide RBAC, no admission policy)", []string{img, "rbac.scope=namespaces", "namespaces={" + Namespace + "}", "admissionPolicy.enabled=false"}},
 	} {
 		out, err := a.render(m.set...)
 		if err != nil {

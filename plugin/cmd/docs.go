@@ -24,6 +24,7 @@ func DocCommands() []DocCommand {
 		{"audit", "-", (&Audit{}).FlagSet},
 		{"doctor", "-", (&Doctor{}).FlagSet},
 		{"controller", "-", (&Controller{}).FlagSet},
+		{"cleanup", "-", (&Cleanup{}).FlagSet},
 		{"install-plugin", "-", (&Install{}).FlagSet},
 		{"step-plugin", "--", (&stepplugin.Command{}).FlagSet},
 	}

@@ -30,8 +30,9 @@ const controllerExampleHeader = `# configmap-attacher controller: the watcher th
 # Generated from charts/configmap-attacher with its default values by test/chart
 # TestExamplesFollowChart (CMA_UPDATE=1 rewrites it); do not edit, change the chart:
 #   helm template configmap-attacher-controller charts/configmap-attacher \
-#     -n configmap-attacher --skip-tests
-# with this Namespace first. The chart's values (charts/configmap-attacher/README.md) are the
+#     -n configmap-attacher --skip-tests --no-hooks
+# with this Namespace first. Without the chart's pre-delete hook (applied by kubectl it would run
+# at once): before deleting these objects, run configmap-attacher cleanup (docs/install.md#uninstall). The chart's values (charts/configmap-attacher/README.md) are the
 # knobs: render with your own to change them, e.g. --set image.digest=sha256:<index digest>
 # (the release's install.md), or install the chart.
 #
@@ -60,7 +61,8 @@ metadata:
 // renderControllerExample is what examples/controller.yaml must hold.
 func renderControllerExample(t *testing.T) string {
 	t.Helper()
-	rendered, err := helm(t, "", "template", exampleRelease, chartDir(), "-n", exampleNamespace, "--skip-tests")
+	// --no-hooks: the uninstall cleanup hook, applied by kubectl, would be an ordinary Job run at once.
+	rendered, err := helm(t, "", "template", exampleRelease, chartDir(), "-n", exampleNamespace, "--skip-tests", "--no-hooks")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -382,13 +382,16 @@ func checkGitopsRelease(t *testing.T, c *cluster.Cluster, rel gitopsRelease, man
 		t.Errorf("%s: dry run applied %d objects, rendered %d:\n%s", rel.example, n, len(objs), res)
 	}
 	if len(hooks) > 0 {
-		t.Logf("%s: not applied, as neither tool does at a sync or install: the chart's test hooks %v", rel.example, hooks)
+		t.Logf("%s: not applied, as neither tool does at a sync or install: the chart's test and uninstall hooks %v", rel.example, hooks)
 	}
 	return len(objs)
 }
 
-// helmTestHooks are the helm.sh/hook values of `helm test` hooks.
-var helmTestHooks = []string{"test", "test-success", "test-failure"}
+// helmTestHooks are the helm.sh/hook values of `helm test` hooks, and the chart's uninstall
+// hook (pre-delete): neither is applied at a sync or an install. gitops-engine maps only the
+// install and upgrade hooks to sync phases, and helm-controller runs pre-delete hooks only when
+// it uninstalls the HelmRelease's release.
+var helmTestHooks = []string{"test", "test-success", "test-failure", "pre-delete"}
 
 // withoutTestHooks splits the rendered objects into those a sync or an install applies and the
 // chart's `helm test` hooks, which neither tool applies: Argo CD never syncs a Helm hook it has

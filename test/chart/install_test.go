@@ -160,7 +160,8 @@ func helmInstall(t *testing.T, c *cluster.Cluster, bin string, extraValues func(
 	}
 	installed := time.Since(start)
 	t.Cleanup(func() {
-		if _, err := helm(t, c.KubeconfigPath, "uninstall", "cma", "-n", ns); err != nil {
+		// --no-hooks: the cleanup hook's pod would never run (no kubelet runs a Job's pod here).
+		if _, err := helm(t, c.KubeconfigPath, "uninstall", "cma", "-n", ns, "--no-hooks"); err != nil {
 			t.Errorf("helm uninstall: %v", err)
 		}
 	})

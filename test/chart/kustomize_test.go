@@ -281,7 +281,7 @@ func writeFile(t *testing.T, path, content string) {
 
 // controllerBaseHeader heads examples/kustomize/controller/install.yaml.
 const controllerBaseHeader = "# Generated from charts/configmap-attacher with its default values (release configmap-attacher,\n" +
-	"# namespace configmap-attacher, --skip-tests) by test/chart TestKustomizeControllerBase (CMA_UPDATE=1). Do not edit.\n"
+	"# namespace configmap-attacher, --skip-tests --no-hooks) by test/chart TestKustomizeControllerBase (CMA_UPDATE=1). Do not edit.\n"
 
 // TestKustomizeControllerBase: examples/kustomize/controller/install.yaml is the chart rendered
 // with its defaults, so the Kustomize base cannot drift from the chart (CMA_UPDATE=1 rewrites
@@ -290,8 +290,9 @@ const controllerBaseHeader = "# Generated from charts/configmap-attacher with it
 func TestKustomizeControllerBase(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr)
 	base := filepath.Join(repoRoot(), "examples", "kustomize", "controller")
-	// --skip-tests: the helm test hook (templates/tests) is no part of an install.
-	rendered, err := helm(t, "", "template", "configmap-attacher", chartDir(), "-n", "configmap-attacher", "--skip-tests")
+	// --skip-tests: the helm test hook (templates/tests) is no part of an install; --no-hooks:
+	// nor is the uninstall cleanup hook (a plain Job here, run at once).
+	rendered, err := helm(t, "", "template", "configmap-attacher", chartDir(), "-n", "configmap-attacher", "--skip-tests", "--no-hooks")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,8 @@ tests:
 	if _, err := helm(t, c, "install", "cma", filepath.Join(cluster.RepoRoot(), "charts", "configmap-attacher"), "-n", rel, "-f", values); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = helm(t, c, "uninstall", "cma", "-n", rel) })
+	// --no-hooks: the uninstall cleanup hook's Job is no part of this test.
+	t.Cleanup(func() { _, _ = helm(t, c, "uninstall", "cma", "-n", rel, "--no-hooks") })
 	cluster.WaitUntil(t, ctx, 100*time.Millisecond, "the release's Lease held", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(rel).Get(ctx, "cma-configmap-attacher", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {

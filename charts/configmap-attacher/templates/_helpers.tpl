@@ -152,3 +152,43 @@ metadata API (no data), but RBAC cannot tell a metadata request from a full one.
   verbs: ["delete"]
 {{- end }}
 {{- end }}
+
+{{/* The cleanup hook's ServiceAccount, roles and Job. */}}
+{{- define "configmap-attacher.cleanupName" -}}
+{{- printf "%s-cleanup" (include "configmap-attacher.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Exactly the calls `configmap-attacher cleanup` makes, besides stopping the controller. */}}
+{{- define "configmap-attacher.cleanupRules" -}}
+# The anchors: listed by label, deleted one by one (UID and resourceVersion preconditions).
+# RBAC cannot restrict a delete to labelled objects: the admission policy does
+# (admission-policy.yaml).
+- apiGroups: ["apps"]
+  resources: ["controllerrevisions"]
+  verbs: ["list", "delete"]
+# The anchors' workloads (are they live, which objects their templates use), and the owners of
+# the anchors' objects (does another live owner keep them).
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets", "replicasets", "controllerrevisions"]
+  verbs: ["get"]
+- apiGroups: ["batch"]
+  resources: ["cronjobs", "jobs"]
+  verbs: ["get"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts", "experiments"]
+  verbs: ["get"]
+# The owner references of the anchors' objects (read as metadata; RBAC cannot tell that from
+# reading a Secret's data), and of bare Pods that own them.
+- apiGroups: [""]
+  resources: ["configmaps", "secrets", "pods"]
+  verbs: ["get"]
+{{- end }}
+
+{{/* The identities the admission policy restricts: the controller's and the cleanup hook's. */}}
+{{- define "configmap-attacher.policyUsers" -}}
+{{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configmap-attacher.serviceAccountName" .)) }}
+{{- if and .Values.cleanup.enabled .Values.rbac.create }}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configmap-attacher.cleanupName" .)) }}
+{{- end }}
+{{- range $i, $u := $users }}{{ if $i }} || {{ end }}request.userInfo.username == {{ $u | squote }}{{ end }}
+{{- end }}

@@ -1,0 +1,160 @@
+package cmd
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cleanup"
+	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
+	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
+)
+
+// Cleanup is `configmap-attacher cleanup`: the controller mode's uninstall step (package
+// plugin/cleanup does the work). An anchor's one owner is its Namespace: once the controller
+// is gone nothing else deletes it, and the config it owns would never be collected.
+type Cleanup struct {
+	Stdout, Stderr io.Writer
+	// NewClients builds the clients (default clientset.New; tests inject fakes).
+	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+	// poll is the interval of the wait for the controller to stop (tests shorten it).
+	poll time.Duration
+}
+
+const cleanupUsage = "Usage: configmap-attacher cleanup [-namespaces a,b] [-stop-controller NS/NAME] [-dry-run] [-force] [-o text|json] [flags]\n\n" +
+	"Deletes the controller mode's anchors (ControllerRevisions labelled configmap-attacher.io/anchor=true that\n" +
+	"read as anchors; nothing else), each with its UID as a precondition, so that the config they own is\n" +
+	"collected with its other owners once the controller is uninstalled. An anchor that is the last keeper of\n" +
+	"an object its live workload uses (a CronJob's current config between runs) is kept, and then nothing is\n" +
+	"deleted: the report names the objects, their users and what to do; -force deletes anyway.\n" +
+	"-stop-controller scales the controller's Deployment to 0 first, so that it does not create anchors again.\n" +
+	"Exit codes: 0 every anchor deleted (or none), 1 an anchor kept or an error, 2 bad usage.\n\nFlags:\n"
+
+type cleanupOptions struct {
+	client             plugin.ClientOptions
+	namespaces, output string
+	stop               string
+	stopTimeout        time.Duration
+	timeout            time.Duration
+	force, dryRun      bool
+}
+
+// FlagSet returns a fresh flag set with every flag at its default (for -help and the docs'
+// flag table).
+func (c *Cleanup) FlagSet() *flag.FlagSet { return c.flags(&cleanupOptions{}) }
+
+func (c *Cleanup) flags(o *cleanupOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("configmap-attacher cleanup", flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces whose anchors to delete (default: all; as the controller's -namespaces)")
+	fs.StringVar(&o.stop, "stop-controller", "", "NAMESPACE/NAME of the controller's Deployment: scaled to 0 (and its pods waited for) before the first delete")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 2*time.Minute, "how long to wait for the controller's pods to be gone")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "report what would be deleted and kept; change nothing")
+	fs.BoolVar(&o.force, "force", false, "also delete anchors that are the last keepers of objects live workloads use (the garbage collector then deletes those objects)")
+	fs.StringVar(&o.output, "o", "text", "output: text or json")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each API call")
+	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), cleanupUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// validate returns every problem of the parsed flags and the namespaces they name.
+func (o *cleanupOptions) validate() (nss []string, problems []string) {
+	seen := map[string]bool{}
+	for _, ns := range splitList(o.namespaces) {
+		switch {
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
+		case seen[ns]:
+			problems = append(problems, fmt.Sprintf("-namespaces: %q is listed twice", ns))
+		default:
+			seen[ns] = true
+			nss = append(nss, ns)
+		}
+	}
+	if strings.TrimSpace(o.namespaces) != "" && len(nss) == 0 && len(problems) == 0 {
+		problems = append(problems, "-namespaces names no namespace (omit it for all)")
+	}
+	if o.stop != "" {
+		ns, name, ok := strings.Cut(o.stop, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			problems = append(problems, fmt.Sprintf("-stop-controller %q: want NAMESPACE/NAME of the controller's Deployment", o.stop))
+		}
+	}
+	if o.stopTimeout <= 0 {
+		problems = append(problems, fmt.Sprintf("-stop-timeout %v: must be positive", o.stopTimeout))
+	}
+	if o.timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("-timeout %v: must be positive", o.timeout))
+	}
+	if o.output != "text" && o.output != "json" {
+		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
+	}
+	if o.force && o.dryRun {
+		problems = append(problems, "-force with -dry-run: -dry-run deletes nothing (drop one)")
+	}
+	return nss, problems
+}
+
+// Main runs the cleanup and returns the exit code: ExitOK (every anchor deleted, or none),
+// ExitFail (an anchor kept, or an error) or ExitUsage.
+func (c *Cleanup) Main(args []string) int {
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	var o cleanupOptions
+	var nss []string
+	fs := c.flags(&o)
+	err := parseArgs(spec{name: "configmap-attacher cleanup", usage: cleanupUsage, fs: fs, validate: func() []string {
+		var problems []string
+		nss, problems = o.validate()
+		return problems
+	}}, args, c.Stderr)
+	if err != nil {
+		return exitCode(err)
+	}
+	newClients := c.NewClients
+	if newClients == nil {
+		newClients = clientset.New
+	}
+	cl, err := newClients(o.client)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
+		return ExitFail
+	}
+	cln := &cleanup.Cleaner{Kube: cl.Kube, Meta: cl.Meta, Namespaces: nss, Force: o.force, DryRun: o.dryRun,
+		Timeout: o.timeout, StopTimeout: o.stopTimeout, Poll: c.poll}
+	cln.StopNamespace, cln.StopName, _ = strings.Cut(o.stop, "/")
+	// The whole run has a deadline too: the wait for the controller, and a few calls per anchor.
+	ctx, cancel := context.WithTimeout(context.Background(), o.stopTimeout+1000*o.timeout)
+	defer cancel()
+	rep, runErr := cln.Run(ctx)
+	if o.output == "json" {
+		if err := rep.WriteJSON(c.Stdout); err != nil {
+			fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
+			return ExitFail
+		}
+	} else {
+		rep.WriteText(c.Stdout)
+	}
+	if runErr != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", runErr)
+		return ExitFail
+	}
+	if rep.Failed() {
+		return ExitFail
+	}
+	return ExitOK
+}
