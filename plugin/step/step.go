@@ -82,6 +82,9 @@ type Step struct {
 	Events plugin.EventRecorder
 	// Policy is the administrator's (plugin args --require-opt-in, --opt-in-selector).
 	Policy plugin.Policy
+	// ControllerLeases are the controller mode's leader Leases (plugin args --controller-lease):
+	// config that other workloads share is attached only where a live controller maintains it.
+	ControllerLeases []plugin.LeaseRef
 }
 
 func (s *Step) now() time.Time {
@@ -175,7 +178,8 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	a.Log = log
 
 	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
-		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun}
+		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun,
+		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now}}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
 			return s.verdict(log, ro, &plugin.FailError{Msg: "discover.selector: " + err.Error()})
