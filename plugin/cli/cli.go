@@ -208,8 +208,13 @@ func (f *LeasesFlag) Set(v string) error {
 	return nil
 }
 
-// Leases are the Leases to read (none after "none").
-func (f *LeasesFlag) Leases() []plugin.LeaseRef { return f.refs }
+// Leases are the Leases to read (none after "none"; a nil flag: the default).
+func (f *LeasesFlag) Leases() []plugin.LeaseRef {
+	if f == nil {
+		return append([]plugin.LeaseRef(nil), plugin.DefaultControllerLeases...)
+	}
+	return f.refs
+}
 
 // LeasesUsage is -controller-lease's help.
 const LeasesUsage = "NAMESPACE/NAME of the controller mode's leader Lease, repeatable (\"none\": no controller): config that other workloads share is attached only where a live controller maintains it"

@@ -194,7 +194,8 @@ func TestAuditFlagSet(t *testing.T) {
 	fs := (&Audit{Stderr: &errb}).FlagSet()
 	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
 		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
-		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true"}
+		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true",
+		"controller-lease": "configmap-attacher/configmap-attacher,configmap-attacher/configmap-attacher-controller"}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
