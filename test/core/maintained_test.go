@@ -91,9 +91,18 @@ func TestSharedConfigLivesWhileAnyUserDoes(t *testing.T) {
 		})
 		cancel()
 	}
-	if n := len(realapi.DeploymentReplicaSets(t, e, worker)); n > 2 {
-		t.Errorf("worker keeps %d ReplicaSets, want at most 2 (revisionHistoryLimit 1)", n)
+	// The Deployment controller drops the ReplicaSets past the limit (and the garbage
+	// collector nothing more: the ConfigMap has the others' owners).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cluster.WaitUntil(t, ctx, 200*time.Millisecond, "worker's history cut to revisionHistoryLimit 1", func() (bool, string) {
+		rss := realapi.DeploymentReplicaSets(t, e, worker)
+		return len(rss) <= 2, fmt.Sprintf("ReplicaSets %v", rss)
+	})
+	cancel()
+	if _, err := e.Admin.AppsV1().ReplicaSets(e.NS).Get(realapi.Ctx(t), workerRS.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("worker's first ReplicaSet %s is still there past the history limit (err %v)", workerRS.Name, err)
 	}
+	e.StillThere("cm", "app-config", time.Second)
 
 	// 3. The Rollout moves on: its ReplicaSet goes; the ConfigMap stays for worker.
 	e.DeleteRS(roRS)
