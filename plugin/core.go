@@ -245,8 +245,12 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	var leases []ControllerLease
 	if req.Maintainers != nil && sharedAny(req, cands) {
 		leases, res.Warnings = a.readLeases(ctx, req.Maintainers.Leases)
-		if err := a.sharedLabels(ctx, ns, req, cands); err != nil {
-			return res, err
+		// The labels decide only beside a live controller (the Job's RBAC has no get on
+		// ConfigMaps otherwise).
+		if CoversNamespace(leases, req.Workload.Kind, ns, req.Maintainers.now()) {
+			if err := a.sharedLabels(ctx, ns, req, cands); err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := planWrites(req, &plan, cands, leases); err != nil {

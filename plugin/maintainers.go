@@ -110,9 +110,40 @@ func MaintainedBy(leases []ControllerLease, kind, ns string, objLabels map[strin
 	return "", why
 }
 
+// CoversNamespace reports whether some Lease stands for a live controller acting for kind in
+// namespace ns, whatever the object's labels: only then are an object's labels worth a read.
+func CoversNamespace(leases []ControllerLease, kind, ns string, now time.Time) bool {
+	for _, l := range leases {
+		if liveVerdict(l, kind, ns, now) == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // leaseVerdict is why one Lease does not stand for a controller maintaining the object ("": it
 // does).
 func leaseVerdict(l ControllerLease, kind, ns string, objLabels map[string]string, now time.Time) string {
+	if r := liveVerdict(l, kind, ns, now); r != "" {
+		return r
+	}
+	raw, ok := l.Annotations[LeaseSelectorAnnotation]
+	if !ok {
+		return "no selector recorded (" + LeaseSelectorAnnotation + ")"
+	}
+	sel, err := labels.Parse(raw)
+	if err != nil || !Positive(sel) {
+		return fmt.Sprintf("its selector %q is not one a controller runs with", raw)
+	}
+	if !sel.Matches(labels.Set(objLabels)) {
+		return fmt.Sprintf("the object does not match the controller's selector %s", raw)
+	}
+	return ""
+}
+
+// liveVerdict is why one Lease does not stand for a live controller acting for kind in ns ("":
+// it does).
+func liveVerdict(l ControllerLease, kind, ns string, now time.Time) string {
 	switch {
 	case l.Forbidden:
 		return "may not get it (forbidden)"
@@ -138,17 +169,6 @@ func leaseVerdict(l ControllerLease, kind, ns string, objLabels map[string]strin
 		if wl := splitCSV(l.Annotations[LeaseWorkloadsAnnotation]); !slices.Contains(wl, WorkloadsName(kind)) {
 			return fmt.Sprintf("the controller's -workloads is %q: it does not act for %ss", strings.Join(wl, ","), kind)
 		}
-	}
-	raw, ok := l.Annotations[LeaseSelectorAnnotation]
-	if !ok {
-		return "no selector recorded (" + LeaseSelectorAnnotation + ")"
-	}
-	sel, err := labels.Parse(raw)
-	if err != nil || !Positive(sel) {
-		return fmt.Sprintf("its selector %q is not one a controller runs with", raw)
-	}
-	if !sel.Matches(labels.Set(objLabels)) {
-		return fmt.Sprintf("the object does not match the controller's selector %s", raw)
 	}
 	return ""
 }

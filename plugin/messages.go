@@ -185,20 +185,22 @@ func blockedMessage(b Blocked) string {
 }
 
 // unmaintainedMessage refuses a shared object that no live controller maintains, e.g.
-// "ConfigMap app-config-7f9c2 is also used by ReplicaSet worker-5d4f (of Deployment worker):
-// Rollout shop/api's step keeps only its own ReplicaSets' owner references true, and no live
-// controller maintains the others (Lease configmap-attacher/configmap-attacher: not found); …".
+// "ConfigMap app-config-7f9c2 is also used by ReplicaSet worker-5d4f (of Deployment worker),
+// outside Rollout shop/api: no live configmap-attacher controller maintains it (Lease
+// configmap-attacher/configmap-attacher: not found …), and owner references from Rollout
+// shop/api's ReplicaSets alone would let the garbage collector delete it under that user once
+// that history moves on. Fix: …".
 func unmaintainedMessage(b Blocked) string {
 	who := b.Workload
 	if who == "" {
 		who = "one workload"
 	}
-	return fmt.Sprintf("%s is also used by %s, outside %s: a run for %s sees only that workload's later revisions, and no live configmap-attacher controller "+
-		"maintains the owners of the others (%s), so an owner reference would let the garbage collector delete it under %s once %s history moves on. "+
-		"Fix: run the controller mode (leader election on) over this namespace with %s opted in, and name its Lease in -controller-lease "+
-		"(--controller-lease in stepPlugins[].args) with get on it granted; or give each workload its own config",
-		b.Object, strings.Join(b.Users, ", "), who, who, strings.Join(b.Unmaintained, "; "),
-		verb(len(b.Users), "that user", "those users"), possessive(who), b.Object)
+	return fmt.Sprintf("%s is also used by %s, outside %s: no live configmap-attacher controller maintains it (%s), and owner references "+
+		"from %s's ReplicaSets alone would let the garbage collector delete it under %s once that history moves on. "+
+		"Fix: run the controller mode with leader election over this namespace, with %s matching its -selector, "+
+		"name its Lease in -controller-lease and grant get on that Lease; or give each workload its own config",
+		b.Object, strings.Join(b.Users, ", "), who, strings.Join(b.Unmaintained, "; "), who,
+		verb(len(b.Users), "that user", "those users"), b.Object)
 }
 
 // leaseForbiddenWarning names the grant a run lacks to find the controller.
@@ -206,9 +208,6 @@ func leaseForbiddenWarning(ref LeaseRef, rbacHint string) string {
 	return fmt.Sprintf("may not get Lease %s: config shared with other workloads is refused as if no controller ran; grant get on leases.coordination.k8s.io %s in namespace %s (resourceNames) to this service account (%s)",
 		ref, ref.Name, ref.Namespace, rbacHint)
 }
-
-// possessive is "Rollout shop/api's".
-func possessive(s string) string { return s + "'s" }
 
 // handedText names the shared objects whose other users a live controller maintains.
 func (r Result) handedText() string {

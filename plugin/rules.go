@@ -208,7 +208,11 @@ func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLeas
 			// other users' later revisions are a live controller's to add, or nobody's.
 			lease, why := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, req.Maintainers.now())
 			if lease == "" {
-				b := Blocked{Object: c.Object, Users: sh.Others, Unmaintained: why, Workload: req.workloadName()}
+				who := req.workloadName()
+				if who == "" {
+					who = sh.Workload
+				}
+				b := Blocked{Object: c.Object, Users: sh.Others, Unmaintained: why, Workload: who}
 				p.Blocked = append(p.Blocked, b)
 				if c.listed {
 					refused = append(refused, b.Message())

@@ -146,6 +146,8 @@ type Sharing struct {
 	// Unownable are the users that block in every mode (a ReplicaSet or owner whose
 	// controller's existence cannot be confirmed).
 	Unownable []string
+	// Workload names the workload Own belongs to when SharingOf picked it ("Deployment api").
+	Workload string
 }
 
 // SharingOf splits an object's users by ownersOf, the one rule, for the workload whose
@@ -158,7 +160,7 @@ func SharingOf(u Users, uid types.UID) Sharing {
 	for _, o := range owners {
 		ref := o.ReplicaSet.Controller
 		if uid == "" && ref != nil && o.ReplicaSet.KindOf() == OwnerReplicaSet {
-			uid = ref.UID
+			uid, s.Workload = ref.UID, ref.Kind+" "+ref.Name
 		}
 		if ref != nil && ref.UID == uid && o.ReplicaSet.KindOf() == OwnerReplicaSet {
 			s.Own = append(s.Own, o)
