@@ -277,7 +277,7 @@ func (r Request) shared(u Users) (Sharing, bool) {
 	if r.Maintainers == nil {
 		return Sharing{}, false
 	}
-	sh := SharingOf(u, r.Workload.UID)
+	sh := SharingOf(u, r.Workload)
 	return sh, len(sh.Unownable) == 0 && len(sh.Others) > 0
 }
 

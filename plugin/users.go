@@ -150,19 +150,22 @@ type Sharing struct {
 	Workload string
 }
 
-// SharingOf splits an object's users by ownersOf, the one rule, for the workload whose
-// ReplicaSets are controlled by uid; an empty uid stands for the workload of the first
+// SharingOf splits an object's users by ownersOf, the one rule, for workload w: its
+// ReplicaSets are those its UID controls, and those of the Deployment a workloadRef Rollout
+// takes its template from (w.RefDeployment); an empty UID stands for the workload of the first
 // ReplicaSet owner (audit, which looks at an object, not a run).
-func SharingOf(u Users, uid types.UID) Sharing {
+func SharingOf(u Users, w Workload) Sharing {
 	var s Sharing
 	owners, _ := ownersOf(u)
 	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners})
+	uid := w.UID
 	for _, o := range owners {
 		ref := o.ReplicaSet.Controller
 		if uid == "" && ref != nil && o.ReplicaSet.KindOf() == OwnerReplicaSet {
 			uid, s.Workload = ref.UID, ref.Kind+" "+ref.Name
 		}
-		if ref != nil && ref.UID == uid && o.ReplicaSet.KindOf() == OwnerReplicaSet {
+		refDeployment := w.RefDeployment != "" && ref != nil && ref.Kind == KindDeployment && ref.Name == w.RefDeployment
+		if ref != nil && (ref.UID == uid || refDeployment) && o.ReplicaSet.KindOf() == OwnerReplicaSet {
 			s.Own = append(s.Own, o)
 			continue
 		}

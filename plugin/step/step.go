@@ -142,6 +142,9 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		return failed("the controller sent no Rollout or no step context: nothing to do"), types.RpcError{}
 	}
 	wl := plugin.Workload{Kind: plugin.KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	if wr := ro.Spec.WorkloadRef; wr != nil && wr.Kind == plugin.KindDeployment {
+		wl.RefDeployment = wr.Name
+	}
 	log := s.log().WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "step": sc.PluginName})
 
 	cfg, err := plugin.ParseConfig(sc.Config)
