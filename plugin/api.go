@@ -567,6 +567,12 @@ func (a *Attacher) readLeases(ctx context.Context, refs []LeaseRef) ([]Controlle
 	return out, warnings
 }
 
+// ReadLeases is readLeases for callers outside the package (audit): the controllers' Leases,
+// and a warning per Lease the RBAC refused.
+func (a *Attacher) ReadLeases(ctx context.Context, refs []LeaseRef) ([]ControllerLease, []string) {
+	return a.readLeases(ctx, refs)
+}
+
 // Resource is the API resource of a kind (core/v1 configmaps or secrets), as the metadata
 // client addresses it.
 func (k Kind) Resource() schema.GroupVersionResource {
