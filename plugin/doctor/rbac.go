@@ -183,8 +183,8 @@ func (d *Doctor) checkStepLease(ctx context.Context, r *Report, saNS, name strin
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	sar, err := d.Kube.AuthorizationV1().SubjectAccessReviews().Create(cctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   user,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
+		User:               user,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Name: lease},
 	}}, metav1.CreateOptions{})
 	switch {
