@@ -127,9 +127,12 @@ func NamespaceController(ref *metav1.OwnerReference, ns string) bool {
 func IsAnchor(m metav1.Object) bool { return m.GetLabels()[AnchorLabel] == "true" }
 
 // ParseAnchor reads an anchor back from its ControllerRevision (false: not an anchor, or not
-// one this version can read, which is then left alone).
+// one this version can read, which is then left alone). An anchor is labelled AnchorLabel and
+// its one owner is its Namespace, as controller: a labelled revision with any other owner (one
+// a workload controller adopted, or another revision the label was copied onto) is none, so no
+// mode ever deletes it.
 func ParseAnchor(cr *appsv1.ControllerRevision) (Anchor, bool) {
-	if !IsAnchor(cr) {
+	if !IsAnchor(cr) || len(cr.OwnerReferences) != 1 || !NamespaceController(&cr.OwnerReferences[0], cr.Namespace) {
 		return Anchor{}, false
 	}
 	var d anchorData

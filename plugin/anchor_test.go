@@ -59,6 +59,17 @@ func TestAnchorRoundTrip(t *testing.T) {
 	if NamespaceController(&cr.OwnerReferences[0], "other") {
 		t.Fatal("an anchor's Namespace reference names its own namespace")
 	}
+	// A labelled revision with other owners is no anchor (adopted by a workload controller, or
+	// the label copied onto another revision): never read as one, never deleted.
+	adopted := cr.DeepCopy()
+	adopted.OwnerReferences = append(adopted.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "uid-db"})
+	ownerless := cr.DeepCopy()
+	ownerless.OwnerReferences = nil
+	for _, c := range []*appsv1.ControllerRevision{adopted, ownerless} {
+		if _, ok := ParseAnchor(c); ok {
+			t.Errorf("ParseAnchor accepted owners %v", c.OwnerReferences)
+		}
+	}
 	back, ok := ParseAnchor(cr)
 	if !ok || !back.Equal(a) {
 		t.Fatalf("ParseAnchor = %+v, %v; want %+v", back, ok, a)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -525,6 +526,52 @@ func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error
 // manyPods is how many Pods without a ReplicaSet are read by name before one list of all is
 // cheaper.
 const manyPods = 8
+
+// readLeases reads the controllers' leader Leases, each with the deadline and retries of call:
+// what MaintainedBy judges. A Lease that is absent, forbidden or unreadable counts as no
+// controller; a forbidden one is also a warning naming the missing grant (a step upgraded
+// before its RBAC keeps refusing shared config, and says why).
+func (a *Attacher) readLeases(ctx context.Context, refs []LeaseRef) ([]ControllerLease, []string) {
+	out := make([]ControllerLease, 0, len(refs))
+	var warnings []string
+	for _, ref := range refs {
+		cl := ControllerLease{Ref: ref}
+		var l *coordinationv1.Lease
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = a.Client.GetLease(ctx, ref.Namespace, ref.Name)
+			return err
+		})
+		switch {
+		case err == nil:
+			cl.Found, cl.Labels, cl.Annotations = true, l.Labels, l.Annotations
+			if h := l.Spec.HolderIdentity; h != nil {
+				cl.Holder = *h
+			}
+			if r := l.Spec.RenewTime; r != nil {
+				t := r.Time
+				cl.RenewTime = &t
+			}
+			if d := l.Spec.LeaseDurationSeconds; d != nil {
+				cl.Duration = time.Duration(*d) * time.Second
+			}
+		case isNotFound(err):
+		case apierrors.IsForbidden(err):
+			cl.Forbidden = true
+			warnings = append(warnings, leaseForbiddenWarning(ref, a.rbacHint()))
+		default:
+			cl.Err = apiMessage(err)
+		}
+		out = append(out, cl)
+	}
+	return out, warnings
+}
+
+// ReadLeases is readLeases for callers outside the package (audit): the controllers' Leases,
+// and a warning per Lease the RBAC refused.
+func (a *Attacher) ReadLeases(ctx context.Context, refs []LeaseRef) ([]ControllerLease, []string) {
+	return a.readLeases(ctx, refs)
+}
 
 // Resource is the API resource of a kind (core/v1 configmaps or secrets), as the metadata
 // client addresses it.

@@ -45,6 +45,29 @@ type Request struct {
 	// Source is what the explicit list is called in messages (default "the step config"; the
 	// Job: "-configmaps/-secrets").
 	Source string
+	// Maintainers, when set, scopes the run to its workload (the step, the Job, audit -fix): it
+	// can keep true only what that workload's own later runs see again. An object whose users
+	// are all the workload's ReplicaSets gets them as owners; an object other users share gets
+	// the workload's own ReplicaSets only, where a live controller maintains it (one of
+	// Maintainers.Leases, MaintainedBy), and is refused otherwise (a listed one fails the run,
+	// nothing written). Nil: the run maintains every user itself (the controller).
+	Maintainers *Maintainers
+}
+
+// Maintainers are where a run scoped to one workload looks for a controller that keeps the
+// owners of shared config current.
+type Maintainers struct {
+	// Leases are the controllers' leader Leases to read (none: no controller).
+	Leases []LeaseRef
+	// Now is the clock the Leases are judged by (default time.Now).
+	Now func() time.Time
+}
+
+func (m *Maintainers) now() time.Time {
+	if m.Now == nil {
+		return time.Now()
+	}
+	return m.Now()
 }
 
 // listName is what the explicit list is called in messages.
@@ -114,16 +137,33 @@ type Plan struct {
 	Listed []Object
 	// Owned counts objects found by discovery that already have every owner they need.
 	Owned int
-	// Blocked are objects that a user that cannot own them also uses: nothing is written to
+	// Blocked are objects that a user that cannot own them also uses, or (a run scoped to its
+	// workload) that other users share and no live controller maintains: nothing is written to
 	// them (a listed one fails the run).
 	Blocked []Blocked
+	// Handed are shared objects that got only the workload's own ReplicaSets: a live
+	// controller maintains their other users.
+	Handed []Handover
+}
+
+// Handover is a shared object whose other users a live controller maintains.
+type Handover struct {
+	Object Object
+	Users  []string
+	// Lease is the controller's Lease (namespace/name).
+	Lease string
 }
 
 // Blocked is an object left alone because not every user of it can own it.
 type Blocked struct {
 	Object Object
-	// Users name the users that cannot own it, e.g. "StatefulSet cache".
+	// Users name the users that cannot own it, e.g. "StatefulSet cache"; with Unmaintained,
+	// the users outside the run's workload.
 	Users []string
+	// Unmaintained, when set, is why no live controller maintains the object's other users
+	// (one reason per Lease): the run is scoped to Workload and the object is shared.
+	Unmaintained []string
+	Workload     string
 }
 
 // Message is the refusal, e.g. "ConfigMap web-config-7f9c2 is also used by StatefulSet cache;
@@ -202,7 +242,19 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	for _, c := range req.Candidates {
 		cands = append(cands, candidate{Candidate: c, labelsKnown: true})
 	}
-	if err := planWrites(req, &plan, cands); err != nil {
+	var leases []ControllerLease
+	if req.Maintainers != nil && sharedAny(req, cands) {
+		leases, res.Warnings = a.readLeases(ctx, req.Maintainers.Leases)
+		// The labels decide only beside a live controller (the Job's RBAC has no get on
+		// ConfigMaps otherwise).
+		if CoversNamespace(leases, req.Workload.Kind, ns, req.Maintainers.now()) {
+			if err := a.sharedLabels(ctx, ns, req, cands); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := planWrites(req, &plan, cands, leases); err != nil {
+		res.Plan = plan
 		return res, err
 	}
 	res.Plan = plan
@@ -212,7 +264,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	out := a.write(ctx, ns, plan.Writes)
 	out.source = req.listName()
 	res.Added = out.added
-	res.Warnings = out.warnings
+	res.Warnings = append(res.Warnings, out.warnings...)
 	res.Errors = out.objectErrors
 	if err := out.err(); err != nil {
 		return res, err

@@ -13,6 +13,9 @@
 //     UserView); refs.go: which objects a pod template uses (kubelet.go: the kubelet's
 //     walkers, copied so the step does not link k8s.io/kubernetes).
 //   - policy.go: the opt-in label and selector, positivity, the credentials rule.
+//   - maintainers.go: who keeps the owners of config shared beyond one workload current: the
+//     marks the controller writes on its leader Lease, and MaintainedBy, the pure decision a
+//     run scoped to its workload (the step, the Job, audit) takes from the Leases it read.
 //   - ownership.go: the pure ownership rules: the patch body, missing owners, which
 //     ReplicaSets may own, the gaps audit reports.
 //   - workload.go: a workload and its ReplicaSets: selector, controller, spec.workloadRef,

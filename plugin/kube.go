@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,12 +38,15 @@ type Kube interface {
 	ListCronJobs(ctx context.Context, ns string, opts metav1.ListOptions) (*batchv1.CronJobList, error)
 	ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error)
 	CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
+	// GetLease reads a controller's leader Lease (does a live controller maintain shared
+	// config?).
+	GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error)
 }
 
-// kubeScheme knows the three groups Kube reads, and metav1's options for each.
+// kubeScheme knows the four groups Kube reads, and metav1's options for each.
 var kubeScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // static registrations: cannot fail
 		}
@@ -55,7 +59,7 @@ var kubeParams = runtime.NewParameterCodec(kubeScheme)
 // restKube is Kube over one REST client per group, sharing the HTTP client and the
 // client-side rate limiter as client-go's typed clientset does.
 type restKube struct {
-	core, apps, batch rest.Interface
+	core, apps, batch, coordination rest.Interface
 }
 
 // NewKube builds Kube from a REST config, for requests sent through httpClient (nil: a new
@@ -76,7 +80,8 @@ func NewKube(cfg *rest.Config, httpClient *http.Client) (Kube, error) {
 		into *rest.Interface
 		gv   schema.GroupVersion
 		path string
-	}{{&k.core, corev1.SchemeGroupVersion, "/api"}, {&k.apps, appsv1.SchemeGroupVersion, "/apis"}, {&k.batch, batchv1.SchemeGroupVersion, "/apis"}} {
+	}{{&k.core, corev1.SchemeGroupVersion, "/api"}, {&k.apps, appsv1.SchemeGroupVersion, "/apis"}, {&k.batch, batchv1.SchemeGroupVersion, "/apis"},
+		{&k.coordination, coordinationv1.SchemeGroupVersion, "/apis"}} {
 		gc := c
 		gv := g.gv
 		gc.GroupVersion, gc.APIPath = &gv, g.path
@@ -132,6 +137,14 @@ func (k *restKube) ListCronJobs(ctx context.Context, ns string, o metav1.ListOpt
 
 func (k *restKube) ListPods(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.PodList, error) {
 	return list(ctx, k.core, ns, "pods", o, &corev1.PodList{})
+}
+
+func (k *restKube) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	if err := k.coordination.Get().Namespace(ns).Resource("leases").Name(name).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (k *restKube) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {

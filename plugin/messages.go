@@ -74,7 +74,7 @@ func (r Result) message() string {
 			msg += "; " + d
 		}
 	}
-	msg += r.blockedText()
+	msg += r.handedText() + r.blockedText()
 	for _, w := range r.Warnings {
 		msg += "; warning: " + w
 	}
@@ -128,7 +128,7 @@ func (r Result) dryRunMessage() string {
 	for _, sk := range r.Skipped {
 		msg += "; " + skipMessage(sk, target)
 	}
-	return msg + r.blockedText()
+	return msg + r.handedText() + r.blockedText()
 }
 
 func countRefs(ws []Write) int {
@@ -177,8 +177,45 @@ func (sk Skip) optIn() string {
 
 // blockedMessage refuses an object that a user that cannot own it also uses.
 func blockedMessage(b Blocked) string {
+	if b.Unmaintained != nil {
+		return unmaintainedMessage(b)
+	}
 	return fmt.Sprintf("%s is also used by %s; configmap-attacher only manages config used by ReplicaSets alone (an owner reference would let the garbage collector delete it under %s)",
 		b.Object, strings.Join(b.Users, ", "), verb(len(b.Users), "that user", "those users"))
+}
+
+// unmaintainedMessage refuses a shared object that no live controller maintains, e.g.
+// "ConfigMap app-config-7f9c2 is also used by ReplicaSet worker-5d4f (of Deployment worker),
+// outside Rollout shop/api: no live configmap-attacher controller maintains it (Lease
+// configmap-attacher/configmap-attacher: not found …), and owner references from Rollout
+// shop/api's ReplicaSets alone would let the garbage collector delete it under that user once
+// that history moves on. Fix: …".
+func unmaintainedMessage(b Blocked) string {
+	who := b.Workload
+	if who == "" {
+		who = "one workload"
+	}
+	return fmt.Sprintf("%s is also used by %s, outside %s: no live configmap-attacher controller maintains it (%s), and owner references "+
+		"from %s's ReplicaSets alone would let the garbage collector delete it under %s once that history moves on. "+
+		"Fix: run the controller mode with leader election over this namespace, with %s matching its -selector, "+
+		"name its Lease in -controller-lease and grant get on that Lease; or give each workload its own config",
+		b.Object, strings.Join(b.Users, ", "), who, strings.Join(b.Unmaintained, "; "), who,
+		verb(len(b.Users), "that user", "those users"), b.Object)
+}
+
+// leaseForbiddenWarning names the grant a run lacks to find the controller.
+func leaseForbiddenWarning(ref LeaseRef, rbacHint string) string {
+	return fmt.Sprintf("may not get Lease %s: config shared with other workloads is refused as if no controller ran; grant get on leases.coordination.k8s.io %s in namespace %s (resourceNames) to this service account (%s)",
+		ref, ref.Name, ref.Namespace, rbacHint)
+}
+
+// handedText names the shared objects whose other users a live controller maintains.
+func (r Result) handedText() string {
+	var s string
+	for _, h := range r.Handed {
+		s += fmt.Sprintf("; %s is also used by %s: the controller of Lease %s maintains those owners", h.Object, strings.Join(h.Users, ", "), h.Lease)
+	}
+	return s
 }
 
 // successMessage says what was attached and what was skipped, e.g.

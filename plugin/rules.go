@@ -173,6 +173,10 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 // planWrites applies the rules every candidate goes through, whichever mode found it:
 //
 //	outside the administrator's --require-opt-in            → skipped (a listed one failed before)
+//	a run scoped to its workload (Maintainers), and users
+//	  outside the workload (other workloads' ReplicaSets,
+//	  StatefulSets, DaemonSets, Jobs, CronJobs, bare Pods)    → a live controller maintains it: the workload's own
+//	                                                           ReplicaSets only; else blocked (a listed one fails)
 //	a user that cannot own it (StatefulSet, DaemonSet, Job,
 //	  CronJob, bare Pod, a ReplicaSet of an unchecked kind)   → blocked: nothing written; a listed one fails the run
 //	used only as a credential and not opted in               → skipped
@@ -182,8 +186,12 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 //
 // An object that has no ReplicaSet owner yet, in a view that may be stale, has its new owners
 // confirmed live (with their controllers) before the write.
-func planWrites(req Request, p *Plan, cands []candidate) error {
+func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLease) error {
 	optIn := req.Policy.optIn()
+	ns := req.Namespace
+	if ns == "" {
+		ns = req.Workload.Namespace
+	}
 	var refused []string
 	for _, c := range cands {
 		if c.dropped {
@@ -193,7 +201,30 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipOptIn, OptIn: optIn.String()})
 			continue
 		}
-		owners, blockers := ownersOf(req.Users.UsersOf(c.Object))
+		users := req.Users.UsersOf(c.Object)
+		owners, blockers := ownersOf(users)
+		if sh, shared := req.shared(users); shared {
+			// A run scoped to its workload keeps true only the workload's own ReplicaSets: the
+			// other users' later revisions are a live controller's to add, or nobody's.
+			lease, why := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, req.Maintainers.now())
+			if lease == "" {
+				who := req.workloadName()
+				if who == "" {
+					who = sh.Workload
+				}
+				b := Blocked{Object: c.Object, Users: sh.Others, Unmaintained: why, Workload: who}
+				p.Blocked = append(p.Blocked, b)
+				if c.listed {
+					refused = append(refused, b.Message())
+				}
+				continue
+			}
+			p.Handed = append(p.Handed, Handover{Object: c.Object, Users: sh.Others, Lease: lease})
+			if req.Workload.UID == "" {
+				continue // no workload of its own (audit -fix): the controller writes every owner
+			}
+			owners, blockers = sh.Own, nil
+		}
 		if len(blockers) > 0 {
 			b := Blocked{Object: c.Object, Users: blockers}
 			p.Blocked = append(p.Blocked, b)
@@ -235,6 +266,58 @@ func planWrites(req Request, p *Plan, cands []candidate) error {
 	sort.SliceStable(p.Blocked, func(i, j int) bool { return CompareObjects(p.Blocked[i].Object, p.Blocked[j].Object) < 0 })
 	if len(refused) > 0 {
 		return &FailError{refusals(refused)}
+	}
+	return nil
+}
+
+// shared reports whether a run scoped to its workload (Maintainers) sees an object with users
+// outside the workload that some mode can own (users no mode can own block as always), and
+// how its users split.
+func (r Request) shared(u Users) (Sharing, bool) {
+	if r.Maintainers == nil {
+		return Sharing{}, false
+	}
+	sh := SharingOf(u, r.Workload)
+	return sh, len(sh.Unownable) == 0 && len(sh.Others) > 0
+}
+
+// workloadName names the run's workload in messages ("" without one).
+func (r Request) workloadName() string {
+	if r.Workload.Name == "" {
+		return ""
+	}
+	return r.Workload.String()
+}
+
+// sharedAny reports whether some candidate is shared (Request.shared): only then are the
+// controllers' Leases read.
+func sharedAny(req Request, cands []candidate) bool {
+	for _, c := range cands {
+		if _, ok := req.shared(req.Users.UsersOf(c.Object)); ok && !c.dropped {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedLabels reads the labels of the shared candidates whose labels were not read yet (a
+// listed object without the opt-in policy): the controller maintains only opted-in objects.
+func (a *Attacher) sharedLabels(ctx context.Context, ns string, req Request, cands []candidate) error {
+	for i := range cands {
+		c := &cands[i]
+		if c.labelsKnown || c.dropped {
+			continue
+		}
+		if _, ok := req.shared(req.Users.UsersOf(c.Object)); !ok {
+			continue
+		}
+		m, err := a.getMeta(ctx, ns, c.Object)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+		}
 	}
 	return nil
 }

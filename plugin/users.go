@@ -133,6 +133,62 @@ func OwnersOf(u Users) (owners []Owner, blockers []string) {
 	return owners, blockers
 }
 
+// Sharing is an object's users split for a run that sees one workload only (the step, the Job,
+// audit): the owners ownersOf calls for that are that workload's ReplicaSets, the users outside
+// it, and the users no mode can own.
+type Sharing struct {
+	// Own are the owners that are ReplicaSets of the workload.
+	Own []ReplicaSetUser
+	// Others name every other user: ReplicaSets of other workloads or of none, and what owns
+	// only through a revision, a Job, a Pod or an anchor (StatefulSets, DaemonSets, Jobs,
+	// CronJobs, bare Pods), e.g. "ReplicaSet worker-5d4f (of Deployment worker)".
+	Others []string
+	// Unownable are the users that block in every mode (a ReplicaSet or owner whose
+	// controller's existence cannot be confirmed).
+	Unownable []string
+	// Workload names the workload Own belongs to when SharingOf picked it ("Deployment api").
+	Workload string
+}
+
+// SharingOf splits an object's users by ownersOf, the one rule, for workload w: its
+// ReplicaSets are those its UID controls, and those of the Deployment a workloadRef Rollout
+// takes its template from (w.RefDeployment); an empty UID stands for the workload of the first
+// ReplicaSet owner (audit, which looks at an object, not a run).
+func SharingOf(u Users, w Workload) Sharing {
+	var s Sharing
+	owners, _ := ownersOf(u)
+	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners})
+	uid := w.UID
+	for _, o := range owners {
+		ref := o.ReplicaSet.Controller
+		if uid == "" && ref != nil && o.ReplicaSet.KindOf() == OwnerReplicaSet {
+			uid, s.Workload = ref.UID, ref.Kind+" "+ref.Name
+		}
+		refDeployment := w.RefDeployment != "" && ref != nil && ref.Kind == KindDeployment && ref.Name == w.RefDeployment
+		if ref != nil && (ref.UID == uid || refDeployment) && o.ReplicaSet.KindOf() == OwnerReplicaSet {
+			s.Own = append(s.Own, o)
+			continue
+		}
+		s.Others = append(s.Others, userName(o.ReplicaSet))
+	}
+	for _, o := range u.Others {
+		s.Others = append(s.Others, o.String())
+	}
+	return s
+}
+
+// userName names an owning user for messages: "ReplicaSet worker-5d4f (of Deployment worker)".
+func userName(o Owner) string {
+	name := o.KindOf() + " " + o.Name
+	switch {
+	case o.Controller != nil:
+		return fmt.Sprintf("%s (of %s %s)", name, o.Controller.Kind, o.Controller.Name)
+	case o.KindOf() == OwnerReplicaSet:
+		return name + " (no controller)"
+	}
+	return name
+}
+
 // Blockers are the users of an object that cannot own it (plugin.Blocked.Users), as the
 // core's rule names them: for audit's shared finding.
 func Blockers(u Users) []string {

@@ -32,6 +32,10 @@ type Workload struct {
 	UID       types.UID
 	// Selector is spec.selector (for a workloadRef Rollout, the Deployment's selector).
 	Selector *metav1.LabelSelector
+	// RefDeployment is the Deployment a workloadRef Rollout takes its template from: its
+	// ReplicaSets are made from the Rollout's own templates, so a run for the Rollout sees
+	// their revisions as its own (SharingOf).
+	RefDeployment string
 }
 
 func (w Workload) String() string {
@@ -90,6 +94,7 @@ func ResolveWorkloadRef(ctx context.Context, get DeploymentGetter, ro *v1alpha1.
 	if err != nil {
 		return res, err
 	}
+	res.Workload.RefDeployment = wr.Name
 	resolved := ro.DeepCopy()
 	resolved.Spec.Template = d.Spec.Template
 	if resolved.Spec.Selector == nil {

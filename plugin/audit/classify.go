@@ -119,7 +119,7 @@ func (a *Auditor) classify(o plugin.Object, aw auditedWorkload, h *history, snap
 	m, exists := snap.objects[o]
 	c := classified{obj: o, meta: m, exists: exists, edges: map[types.UID]Edge{},
 		view: Object{Kind: o.Kind, Name: o.Name, Exists: exists, NamedInStep: aw.named[o], OptedIn: exists && a.optedIn(m, aw.stepSels),
-			UsedBy: []string{}, Owners: []Owner{}, MissingOwners: []string{}, SharedWith: []string{}}}
+			UsedBy: []string{}, Owners: []Owner{}, MissingOwners: []string{}, SharedWith: []string{}, labels: m.labels}}
 	if exists && (c.view.OptedIn || c.view.NamedInStep) {
 		c.refused = a.refusal(o, m, h)
 		c.candidate = c.refused == ""

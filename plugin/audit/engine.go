@@ -37,6 +37,10 @@ type Auditor struct {
 	// Policy is the administrator's (-require-opt-in, -opt-in-selector): Fix writes under it
 	// exactly what the step and the controller would.
 	Policy plugin.Policy
+	// ControllerLeases are where a live controller is looked for (-controller-lease): an
+	// object shared beyond one workload is the controller's to maintain; -fix leaves it alone,
+	// and the report names the shared objects no live controller maintains.
+	ControllerLeases []plugin.LeaseRef
 }
 
 // RBACHint is the example RBAC of audit (and -fix), named in a forbidden write's message.

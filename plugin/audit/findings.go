@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 
@@ -227,6 +228,19 @@ func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
 	usage := map[string]*plugin.NamespaceUsage{}
 	failed := map[string]bool{}
 	changed := false
+	// The controllers' Leases, read once, when some object is shared beyond its workload.
+	var leases []plugin.ControllerLease
+	read := false
+	now := time.Now()
+	maintained := func(kind, ns string, lbl map[string]string) (string, []string) {
+		if !read {
+			var warnings []string
+			leases, warnings = at.ReadLeases(ctx, a.ControllerLeases)
+			rep.Warnings = append(rep.Warnings, warnings...)
+			read = true
+		}
+		return plugin.MaintainedBy(leases, kind, ns, lbl, now)
+	}
 	for _, list := range [][]Workload{rep.Rollouts, rep.Deployments} {
 		for wi := range list {
 			w := &list[wi]
@@ -245,7 +259,7 @@ func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
 				}
 				usage[w.Namespace] = u
 			}
-			changed = markShared(w, u) || changed
+			changed = markShared(w, u, maintained) || changed
 		}
 	}
 	// An unattributed object (no audited workload uses it) that another user does use must not
@@ -270,21 +284,31 @@ func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
 
 // markShared adds the shared findings of one workload, and marks its shared objects (and
 // their edges) not fixable.
-func markShared(w *Workload, u *plugin.NamespaceUsage) bool {
+func markShared(w *Workload, u *plugin.NamespaceUsage, maintained func(kind, ns string, lbl map[string]string) (string, []string)) bool {
 	changed := false
+	wl := plugin.Workload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID}
 	for i := range w.Objects {
 		o := &w.Objects[i]
 		if !o.Exists || !(o.OptedIn || o.NamedInStep || o.Fixable || hasReplicaSetOwner(o.Owners)) {
 			continue
 		}
-		users := blockers(u.UsersOf(o.Object()))
-		if len(users) == 0 {
-			continue
+		users := u.UsersOf(o.Object())
+		b := plugin.Blocked{Object: o.Object(), Users: blockers(users)}
+		if sh := plugin.SharingOf(users, wl); len(sh.Unownable) == 0 {
+			// Users outside the workload: a live controller maintains their owners, or nothing
+			// does (the step, the Job and -fix refuse it).
+			if len(sh.Others) == 0 {
+				continue
+			}
+			lease, why := maintained(w.Kind, w.Namespace, o.labels)
+			if lease != "" {
+				continue
+			}
+			b = plugin.Blocked{Object: o.Object(), Users: sh.Others, Unmaintained: why, Workload: wl.String()}
 		}
 		changed = true
-		o.SharedWith = users
+		o.SharedWith = b.Users
 		o.Fixable = false
-		b := plugin.Blocked{Object: o.Object(), Users: users}
 		msg := b.Message() + "; -fix leaves it alone"
 		if hasReplicaSetOwner(o.Owners) {
 			msg += ". It has ReplicaSet owners already: the garbage collector deletes it with the last of them although those users still use it; stop sharing it (give them an object of their own), or remove its ReplicaSet owner references by hand"

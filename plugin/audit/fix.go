@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
@@ -52,9 +53,13 @@ func (a *Auditor) Fix(ctx context.Context, rep *Report) {
 			fix.Errors = append(fix.Errors, fmt.Sprintf("namespace %s: nothing written: %v", ns, err))
 			continue
 		}
-		res, err := a.attacher().Reconcile(ctx, plugin.Request{Namespace: ns, Users: users, Candidates: cands, Policy: a.Policy})
+		res, err := a.attacher().Reconcile(ctx, plugin.Request{Namespace: ns, Users: users, Candidates: cands, Policy: a.Policy,
+			Maintainers: &plugin.Maintainers{Leases: a.ControllerLeases}})
 		for _, w := range res.Added {
 			fix.Added = append(fix.Added, Addition{Namespace: ns, Kind: w.Object.Kind, Name: w.Object.Name, ReplicaSets: w.Names()})
+		}
+		for _, h := range res.Handed {
+			fix.Skipped = append(fix.Skipped, fmt.Sprintf("namespace %s: %s is also used by %s: left to the controller of Lease %s, which maintains those owners", ns, h.Object, strings.Join(h.Users, ", "), h.Lease))
 		}
 		for _, b := range res.Blocked {
 			fix.Skipped = append(fix.Skipped, fmt.Sprintf("namespace %s: %s", ns, b.Message()))

@@ -154,8 +154,12 @@ type Object struct {
 	// Fixable: Fix adds MissingOwners (the object is opted in or named in a step, and the
 	// core's rules let Fix write it).
 	Fixable bool `json:"fixable"`
-	// SharedWith are the users of the object that cannot own it (see FindingShared).
+	// SharedWith are the users of the object that cannot own it, or (no live controller
+	// maintains it) the users outside the workload (see FindingShared).
 	SharedWith []string `json:"sharedWith"`
+
+	// labels are the object's labels as read (whether a controller maintains it).
+	labels map[string]string
 }
 
 // Object returns the object's identity.

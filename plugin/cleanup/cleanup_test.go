@@ -30,7 +30,7 @@ func cm(name string) plugin.Object { return plugin.Object{Kind: plugin.KindConfi
 
 // anchorCR is the anchor of kind/name using refs, as the controller creates it, with a UID.
 func anchorCR(kind, name string, refs ...plugin.Object) *appsv1.ControllerRevision {
-	cr := plugin.NewAnchor(kind, name, refs).ControllerRevision(ns)
+	cr := plugin.NewAnchor(kind, name, refs).ControllerRevision(ns, types.UID("uid-ns-"+ns))
 	cr.UID = types.UID("uid-" + cr.Name)
 	cr.ResourceVersion = "7"
 	return cr

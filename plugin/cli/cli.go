@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -160,3 +162,59 @@ func (f *SelectorFlag) Set(v string) error {
 
 // Selector is the parsed selector (nil when the flag has no value).
 func (f *SelectorFlag) Selector() labels.Selector { return f.sel }
+
+// LeasesFlag is -controller-lease: NAMESPACE/NAME of a controller's leader Lease, repeatable
+// (a split install runs one controller per set of namespaces). Its default is
+// plugin.DefaultControllerLeases; the first value given replaces it, and "none" looks for no
+// controller.
+type LeasesFlag struct {
+	refs []plugin.LeaseRef
+	set  bool
+}
+
+// NewLeases is -controller-lease with its default.
+func NewLeases() *LeasesFlag {
+	return &LeasesFlag{refs: append([]plugin.LeaseRef(nil), plugin.DefaultControllerLeases...)}
+}
+
+func (f *LeasesFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	if f.set && len(f.refs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(f.refs))
+	for i, r := range f.refs {
+		names[i] = r.String()
+	}
+	return strings.Join(names, ",")
+}
+
+func (f *LeasesFlag) Set(v string) error {
+	if !f.set {
+		f.refs, f.set = nil, true
+	}
+	if strings.TrimSpace(v) == "none" {
+		return nil
+	}
+	r, err := plugin.ParseLeaseRef(v)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(f.refs, r) {
+		f.refs = append(f.refs, r)
+	}
+	return nil
+}
+
+// Leases are the Leases to read (none after "none"; a nil flag: the default).
+func (f *LeasesFlag) Leases() []plugin.LeaseRef {
+	if f == nil {
+		return append([]plugin.LeaseRef(nil), plugin.DefaultControllerLeases...)
+	}
+	return f.refs
+}
+
+// LeasesUsage is -controller-lease's help.
+const LeasesUsage = "NAMESPACE/NAME of the controller mode's leader Lease, repeatable (\"none\": no controller): config that other workloads share is attached only where a live controller maintains it"

@@ -12,6 +12,7 @@ import (
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -97,6 +98,10 @@ func (t typed) ListCronJobs(ctx context.Context, ns string, o metav1.ListOptions
 
 func (t typed) ListPods(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.PodList, error) {
 	return t.k.CoreV1().Pods(ns).List(ctx, o)
+}
+
+func (t typed) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
+	return t.k.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (t typed) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {

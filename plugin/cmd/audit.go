@@ -33,6 +33,7 @@ type auditOptions struct {
 	selector           *cli.SelectorFlag
 	requireOptIn       bool
 	optInSelector      *cli.SelectorFlag
+	leases             *cli.LeasesFlag
 	logLevel           string
 	workloads          *workloadsFlag
 	client             plugin.ClientOptions
@@ -46,6 +47,8 @@ type auditRequest struct {
 	// policy is the administrator's (-require-opt-in, -opt-in-selector): -fix writes under it
 	// what the step, the Job and the controller would.
 	policy plugin.Policy
+	// leases are where a live controller is looked for (-controller-lease).
+	leases []plugin.LeaseRef
 	kinds  []string
 	// explicitKinds: -workloads was given (a missing Rollout CRD is then an error).
 	explicitKinds bool
@@ -69,6 +72,7 @@ func (c *Audit) FlagSet() *flag.FlagSet { return c.flags(&auditOptions{}) }
 
 func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
+	o.leases = cli.NewLeases()
 	o.workloads = newWorkloads("rollouts,deployments")
 	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
@@ -81,6 +85,7 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.Var(o.selector, "selector", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
 	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
+	fs.Var(o.leases, "controller-lease", cli.LeasesUsage+" (audit reports the shared objects none maintains; -fix leaves shared objects to it)")
 	fs.Var(o.workloads, "workloads", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
 	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
@@ -141,6 +146,7 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 			break
 		}
 	}
+	req.leases = o.leases.Leases()
 	req.kinds, req.explicitKinds = o.workloads.kinds, o.workloads.set
 	if o.rollout != "" && !o.workloads.Has(plugin.KindRollout) {
 		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")
@@ -164,7 +170,7 @@ func (c *Audit) run(ctx context.Context, req auditRequest) int {
 	}
 	aud := audit.New(cl, req.log)
 	aud.Selector, aud.Workloads, aud.WorkloadsExplicit = req.selector, req.kinds, req.explicitKinds
-	aud.Policy = req.policy
+	aud.Policy, aud.ControllerLeases = req.policy, req.leases
 	rep, err := aud.Run(ctx, req.namespace, req.rollout, req.fix)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)

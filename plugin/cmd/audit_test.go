@@ -7,11 +7,13 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,7 +203,8 @@ func TestAuditFlagSet(t *testing.T) {
 	fs := (&Audit{Stderr: &errb}).FlagSet()
 	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
 		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
-		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true"}
+		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true",
+		"controller-lease": "configmap-attacher/configmap-attacher,configmap-attacher/configmap-attacher-controller"}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
@@ -261,8 +264,8 @@ func TestAuditPolicyFlags(t *testing.T) {
 	}
 }
 
-// An object a StatefulSet also uses is a finding of its own, in text and JSON, and -fix
-// leaves it alone.
+// An object a StatefulSet also uses, which no live controller maintains, is a finding of its
+// own, in text and JSON, and -fix leaves it alone.
 func TestAuditShared(t *testing.T) {
 	kube, ro := apiDeployment()
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "shop"},
@@ -273,7 +276,7 @@ func TestAuditShared(t *testing.T) {
 	}
 	_, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop")
 	for _, want := range []string{"ConfigMap api-2  MISSING OWNER (shared: -fix leaves it alone)",
-		"SHARED   ConfigMap api-2: ConfigMap api-2 is also used by StatefulSet cache; configmap-attacher only manages config used by ReplicaSets alone",
+		"SHARED   ConfigMap api-2: ConfigMap api-2 is also used by StatefulSet cache, outside Deployment shop/api: no live configmap-attacher controller maintains it (Lease configmap-attacher/configmap-attacher: not found",
 		"; -fix leaves it alone\n", "-fix leaves it alone: it is shared (see SHARED)",
 		"shared: 1 ReplicaSet(s) use objects that a user that cannot own them also uses; -fix leaves them alone\n", "findings: 1 lost, 1 unowned, 0 stray, 0 legacy, 1 shared\n"} {
 		if !strings.Contains(out, want) {
@@ -306,5 +309,46 @@ func TestAuditShared(t *testing.T) {
 	if code != ExitFail || !strings.Contains(out, "warning: namespace shop: objects also used by StatefulSets, DaemonSets, Jobs, CronJobs or bare Pods are not reported (-fix writes nothing there): forbidden to list statefulsets.apps") ||
 		!strings.Contains(out, "ConfigMap api-1  LOST") {
 		t.Errorf("forbidden users: exit %d\n%s", code, out)
+	}
+}
+
+// TestAuditSharedUnmaintained: an object Deployment api shares with Deployment worker is a
+// SHARED finding while no live controller maintains it (-fix writes nothing), and no finding
+// once the controller's Lease is live (-fix leaves it to the controller).
+func TestAuditSharedUnmaintained(t *testing.T) {
+	kube, ro := apiDeployment()
+	t1 := true
+	worker := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "worker-w1", Namespace: "shop", UID: "uid-worker-w1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "worker", UID: "uid-worker", Controller: &t1}}},
+		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "api-2"}}}}}}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "shop", UID: "uid-worker"}}
+	for _, o := range []runtime.Object{worker, dep} {
+		if err := kube.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out, stderr := runAuditCmd(t, kube, ro, "-namespace", "shop", "-fix")
+	if !strings.Contains(out, "SHARED   ConfigMap api-2: ConfigMap api-2 is also used by ReplicaSet worker-w1 (of Deployment worker), outside Deployment shop/api: no live configmap-attacher controller maintains it") {
+		t.Errorf("no SHARED finding for the unmaintained object:\n%s%s", out, stderr)
+	}
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 0 {
+		t.Errorf("-fix wrote an unmaintained shared object: %+v", c.OwnerReferences)
+	}
+
+	holder, dur, renew := "cma-0", int32(15), metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher",
+		Labels:      map[string]string{plugin.ControllerLeaseLabel: "true"},
+		Annotations: plugin.ScopeAnnotations(nil, plugin.OptInSelector(), []string{"rollouts", "deployments"})},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew}}
+	if err := kube.Tracker().Add(lease); err != nil {
+		t.Fatal(err)
+	}
+	_, out, stderr = runAuditCmd(t, kube, ro, "-namespace", "shop", "-fix")
+	if strings.Contains(out, "SHARED") || !strings.Contains(out, "left to the controller of Lease configmap-attacher/configmap-attacher") {
+		t.Errorf("a live controller maintains it: no finding, -fix leaves it to the controller:\n%s%s", out, stderr)
+	}
+	if c, _ := kube.CoreV1().ConfigMaps("shop").Get(t.Context(), "api-2", metav1.GetOptions{}); len(c.OwnerReferences) != 0 {
+		t.Errorf("-fix wrote an object the controller maintains: %+v", c.OwnerReferences)
 	}
 }

@@ -50,7 +50,7 @@ func TestCleanupUsageErrors(t *testing.T) {
 // Exit 1 while the CronJob's anchor is needed (nothing deleted), 0 with -force; -o json parses.
 func TestCleanupExitCodes(t *testing.T) {
 	setup := func() (*fake.Clientset, *metadatafake.FakeMetadataClient) {
-		a := plugin.NewAnchor("CronJob", "nightly", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nightly-1"}}).ControllerRevision("shop")
+		a := plugin.NewAnchor("CronJob", "nightly", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nightly-1"}}).ControllerRevision("shop", "uid-ns-shop")
 		a.UID = "uid-anchor"
 		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "shop"}}
 		cj.Spec.JobTemplate.Spec.Template.Spec.Containers = []corev1.Container{corev1Container("nightly-1")}

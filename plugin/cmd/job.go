@@ -37,6 +37,7 @@ type jobOptions struct {
 	allowUnreferenced, version, dryRun      bool
 	discover                                bool
 	selector, optInSelector                 *cli.SelectorFlag
+	leases                                  *cli.LeasesFlag
 	requireOptIn                            bool
 	expectAnnotation                        string
 	timeout                                 time.Duration
@@ -60,6 +61,7 @@ func (c *Job) FlagSet() *flag.FlagSet { return c.flags(&jobOptions{}) }
 
 func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
+	o.leases = cli.NewLeases()
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
@@ -71,6 +73,7 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.Var(o.selector, "selector", "label selector of the objects -discover may adopt (default "+plugin.OptInLabel+"=true)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "refuse to write an owner reference on any object that does not match -opt-in-selector (listed objects that do not fail the run; discovery adopts only matching ones)")
 	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects, for -require-opt-in")
+	fs.Var(o.leases, "controller-lease", cli.LeasesUsage)
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
@@ -174,7 +177,8 @@ func (o *jobOptions) validate() (job.Request, []string) {
 	} else if o.timeout > jobMaxTimeout {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be at most 1h (a Sync hook holds the Argo CD sync while it waits, and the Rollouts controller creates the ReplicaSet in seconds), e.g. -timeout 5m", o.timeout))
 	}
-	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()}}
+	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()},
+		ControllerLeases: o.leases.Leases()}
 	if o.expectAnnotation != "" {
 		k, v, ok := strings.Cut(o.expectAnnotation, "=")
 		if !ok || k == "" {

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,11 +63,13 @@ type modesRow struct {
 	orphan bool
 	// listPull: the step config and -secrets name the image pull secret too.
 	listPull bool
-	// wantController, when set, is what the controller writes where it differs from the
-	// one-shot modes (it maintains every user: a StatefulSet owns through its anchor).
-	wantController []string
-	// want is what every mode writes.
-	want []string
+	// apiOwn: Deployment api uses a ConfigMap of its own, not cfg (cfg is the Rollout's alone).
+	apiOwn bool
+	// live: the controller's leader Lease is held and renewed (a live controller maintains cfg).
+	live bool
+	// want is what the step and the Job write; wantAudit what audit -fix writes, and
+	// wantController what the controller writes (it maintains every user), where they differ.
+	want, wantAudit, wantController []string
 }
 
 // world is one row's objects.
@@ -92,18 +95,30 @@ func (r modesRow) world() modesWorld {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: fixtures.Namespace, UID: "uid-api"},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: modesSpec([]string{"cfg"}, "")}}}
+	apiCfg := "cfg"
+	if r.apiOwn {
+		apiCfg = "api-cfg"
+	}
 	api := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "api-1", Namespace: fixtures.Namespace, UID: modesUIDAPI,
 		CreationTimestamp: metav1.NewTime(time.Unix(1000, 0)),
 		Labels:            map[string]string{"app": "api", "pod-template-hash": "1"},
 		Annotations:       map[string]string{plugin.DeploymentRevisionAnnotation: "1"},
 		OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-api", Controller: &t}}},
-		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": "1"}}, Spec: modesSpec([]string{"cfg"}, "")}}}
+		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api", "pod-template-hash": "1"}}, Spec: modesSpec([]string{apiCfg}, "")}}}
+	dep.Spec.Template.Spec = modesSpec([]string{apiCfg}, "")
 	cfg := fixtures.ConfigMap("cfg")
 	cfg.UID = "uid-cfg"
 	cfg.Labels[plugin.OptInLabel] = "true"
 	pull := fixtures.Secret("pull")
 	pull.UID = "uid-pull"
 	w := modesWorld{kube: []runtime.Object{cur, dep, api, cfg, pull}}
+	if r.live {
+		holder, dur, renew := "cma-0", int32(15), metav1.NewMicroTime(time.Now())
+		w.kube = append(w.kube, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher",
+			Labels:      map[string]string{plugin.ControllerLeaseLabel: "true"},
+			Annotations: plugin.ScopeAnnotations(nil, plugin.OptInSelector(), []string{"rollouts", "deployments"})},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew}})
+	}
 	if r.statefulSet {
 		w.kube = append(w.kube, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: fixtures.Namespace, UID: "uid-cache"},
 			Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: modesSpec([]string{"cfg"}, "")}}})
@@ -195,7 +210,7 @@ func runStep(t *testing.T, w modesWorld) []string {
 	kube := fake.NewClientset(w.kube...)
 	ro := rolloutsfake.NewSimpleClientset(w.rollout)
 	cl := plugin.Clients{Kube: clientset.Typed(kube), Meta: fakemeta.WithRollouts(kube, ro)}
-	s := &step.Step{Client: func() (plugin.Clients, error) { return cl, nil }, Log: modesLog(t)}
+	s := &step.Step{Client: func() (plugin.Clients, error) { return cl, nil }, Log: modesLog(t), ControllerLeases: plugin.DefaultControllerLeases}
 	res, rpcErr := s.Run(w.rollout, &steptypes.RpcStepContext{PluginName: "configmap-attacher/configmap-attacher", Config: json.RawMessage(w.stepConf)})
 	t.Logf("step: phase %s: %s %s", res.Phase, res.Message, rpcErr.ErrorString)
 	if rpcErr.ErrorString != "" || res.Phase == steptypes.PhaseRunning {
@@ -264,6 +279,8 @@ func runController(t *testing.T, w modesWorld) []string {
 			typed = append(typed, o)
 		}
 	}
+	// The namespace: the controller of the anchors.
+	typed = append(typed, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fixtures.Namespace, UID: "uid-ns"}})
 	kube := fake.NewClientset(typed...)
 	md := metadatafake.NewSimpleMetadataClient(sch, metas...)
 	m := controller.NewMetrics()
@@ -307,15 +324,22 @@ func runController(t *testing.T, w modesWorld) []string {
 	return written(t, md.Actions())
 }
 
-// TestFourModes: the same fixtures through the step, the Job, the controller and audit -fix:
-// every mode writes exactly the row's owner references.
+// TestFourModes: the same fixtures through the step, the Job, the controller and audit -fix.
+// Config of one workload alone: every mode writes the same owner references. Config shared
+// with Deployment api: the controller maintains every user; the step and the Job, which see
+// only their Rollout's later revisions, write its own ReplicaSet where a live controller
+// maintains the rest, and nothing otherwise (they fail); audit -fix leaves shared config to
+// the controller.
 func TestFourModes(t *testing.T) {
 	both := []string{"ConfigMap/cfg ← " + string(modesUIDAPI) + "," + string(modesUIDCur)}
+	own := []string{"ConfigMap/cfg ← " + string(modesUIDCur)}
 	rows := []modesRow{
-		{name: "a: shared by a Rollout and a Deployment: both own it", want: both},
-		{name: "b: a StatefulSet uses it too: the one-shot modes write nothing, the controller maintains every user", statefulSet: true, want: nil, wantController: both},
-		{name: "c: a ReplicaSet whose Rollout is gone uses it too: never an owner", orphan: true, want: both},
-		{name: "d: an image pull secret not opted in, listed: left alone", listPull: true, want: both},
+		{name: "a: the Rollout's alone: every mode writes its ReplicaSet", apiOwn: true, want: own},
+		{name: "b: shared by a Rollout and a Deployment, no controller: the one-shot modes write nothing", want: nil, wantController: both},
+		{name: "c: shared, a live controller: the step and the Job write the Rollout's own ReplicaSet", live: true, want: own, wantAudit: []string{}, wantController: both},
+		{name: "d: a StatefulSet uses it too: the one-shot modes write nothing, the controller maintains every user", statefulSet: true, want: nil, wantController: both},
+		{name: "e: a ReplicaSet whose Rollout is gone uses it too: never an owner", orphan: true, apiOwn: true, want: own},
+		{name: "f: an image pull secret not opted in, listed: left alone", listPull: true, apiOwn: true, want: own},
 	}
 	modes := []struct {
 		name string
@@ -334,22 +358,22 @@ func TestFourModes(t *testing.T) {
 					w := row.world()
 					got[m.name] = m.run(t, w)
 					want := row.want
-					if m.name == "controller" && row.wantController != nil {
+					switch {
+					case m.name == "controller" && row.wantController != nil:
 						want = row.wantController
+					case m.name == "audit -fix" && row.wantAudit != nil:
+						want = row.wantAudit
+					}
+					if len(want) == 0 {
+						want = nil
 					}
 					if !slices.Equal(got[m.name], want) {
 						t.Errorf("%s wrote %q, want %q", m.name, got[m.name], want)
 					}
 				})
 			}
-			first, ran := got[modes[0].name]
-			for _, m := range modes[1:] {
-				if m.name == "controller" && row.wantController != nil {
-					continue // the controller keeps what the one-shot modes cannot
-				}
-				if other, ok := got[m.name]; ran && ok && !slices.Equal(other, first) {
-					t.Errorf("modes disagree: %s wrote %q, %s wrote %q", modes[0].name, got[modes[0].name], m.name, got[m.name])
-				}
+			if !slices.Equal(got["step"], got["job"]) {
+				t.Errorf("the one-shot modes disagree: step wrote %q, job wrote %q", got["step"], got["job"])
 			}
 		})
 	}

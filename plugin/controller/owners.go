@@ -58,7 +58,7 @@ func (c *Controller) compactRevision(obj any) (any, error) {
 	if ref := metav1.GetControllerOfNoCopy(cr); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	if a, ok := plugin.ParseAnchor(cr); ok && anchorOwners(cr) {
+	if a, ok := plugin.ParseAnchor(cr); ok {
 		out.Anchor = &a
 		return out, nil
 	}
@@ -66,13 +66,6 @@ func (c *Controller) compactRevision(obj any) (any, error) {
 		out.Refs = objectList(plugin.TemplateReferences(&t.Spec))
 	}
 	return out, nil
-}
-
-// anchorOwners reports whether a labelled revision's owner references are an anchor's: its
-// Namespace as controller, nothing else. Anything else (an anchor adopted, or a label copied
-// onto another revision) is not treated as an anchor, and never deleted.
-func anchorOwners(cr *appsv1.ControllerRevision) bool {
-	return len(cr.OwnerReferences) == 1 && plugin.NamespaceController(&cr.OwnerReferences[0], cr.Namespace)
 }
 
 func revisionRefIndex(obj any) ([]string, error) {

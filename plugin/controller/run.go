@@ -102,7 +102,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.ID},
-			Client:     c.cfg.LeaderKube.CoordinationV1(),
+			Client:     c.markedLeases(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 		},
 		LeaseDuration:   le.LeaseDuration,

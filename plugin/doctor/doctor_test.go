@@ -419,3 +419,22 @@ func TestUnknownStepPluginKeyWarns(t *testing.T) {
 		t.Errorf("want one step/registration warning, no error, the location checked:\n%s", text(rep))
 	}
 }
+
+// TestStepLeaseGrant: the step plugin may not get the controller's Lease: a warning naming the
+// Lease and the Role to bind (the step still attaches config of one Rollout alone); with the
+// grant, a check passed.
+func TestStepLeaseGrant(t *testing.T) {
+	s := healthy()
+	rep, _ := s.run(t, ModeStep, ModeController)
+	if len(find(rep, Warning, "rbac/step-lease")) != 0 {
+		t.Fatalf("granted, still warned:\n%s", text(rep))
+	}
+	s = healthy()
+	s.denied["system:serviceaccount:argo-rollouts:argo-rollouts get leases configmap-attacher"] = true
+	rep, _ = s.run(t, ModeStep, ModeController)
+	got := find(rep, Warning, "rbac/step-lease")
+	if rep.Failed() || len(got) != 1 || !strings.Contains(got[0].Message, "may not get Lease configmap-attacher/configmap-attacher-controller") ||
+		!strings.Contains(got[0].Fix, "lease-reader") {
+		t.Errorf("want one rbac/step-lease warning naming the Lease and the Role:\n%s", text(rep))
+	}
+}

@@ -168,6 +168,36 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report) {
 			}
 			r.ok("rbac/"+mode, user, "may do all %d things the %s mode needs in %s", checked, mode, where)
 		}
+		if mode == ModeStep && d.Opts.LeaderElect {
+			d.checkStepLease(ctx, r, ns, name)
+		}
+	}
+}
+
+// checkStepLease: the step plugin finds the controller by its Lease (get, by name, in the
+// controller's namespace). Without it the step treats the controller as absent and refuses
+// config that other workloads share, with a warning; config of one Rollout alone is attached
+// as always, so this is a warning, not an error.
+func (d *Doctor) checkStepLease(ctx context.Context, r *Report, saNS, name string) {
+	user := "system:serviceaccount:" + saNS + ":" + name
+	ns, lease := d.leaseNamespace(), d.Opts.LeaseName
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	sar, err := d.Kube.AuthorizationV1().SubjectAccessReviews().Create(cctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               user,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Name: lease},
+	}}, metav1.CreateOptions{})
+	switch {
+	case err != nil:
+		r.problem(Error, "rbac/step-lease", user, "grant the identity running doctor create on subjectaccessreviews.authorization.k8s.io",
+			"cannot ask the authorizer: %v", err)
+	case !sar.Status.Allowed:
+		r.problem(Warning, "rbac/step-lease", user,
+			fmt.Sprintf("bind it to the chart's <fullname>-lease-reader Role in %s (rbac.leaseReaders.subjects; examples/controller.yaml's configmap-attacher-controller-lease-reader), and name the Lease in the plugin's --controller-lease", ns),
+			"may not get Lease %s/%s: the step treats the controller as absent and refuses config that other workloads share", ns, lease)
+	default:
+		r.ok("rbac/step-lease", user, "may get Lease %s/%s (finds the controller that maintains shared config)", ns, lease)
 	}
 }
 

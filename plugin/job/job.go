@@ -40,6 +40,9 @@ type Request struct {
 	// whole wait (Config.Timeout; DefaultTimeout when zero).
 	Config plugin.Config
 	Policy plugin.Policy
+	// ControllerLeases are the controller mode's leader Leases (-controller-lease): config that
+	// other workloads share is attached only where a live controller maintains it.
+	ControllerLeases []plugin.LeaseRef
 	// ExpectTemplateAnnotation, when its Key is set, counts the Rollout as settled only once
 	// its pod template (for workloadRef, the Deployment's) carries that annotation and value.
 	ExpectTemplateAnnotation TemplateAnnotation
@@ -73,7 +76,7 @@ func WaitAndAttach(ctx context.Context, r Request) (string, error) {
 	cl := r.Clients
 	core := cl.Core()
 	w := &waiter{attacher: &plugin.Attacher{Client: core.Kube, Meta: core.Meta, Log: log, RBACHint: jobRBACHint},
-		rollouts: cl.Rollouts, kube: cl.Kube, cfg: cfg, policy: r.Policy, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
+		rollouts: cl.Rollouts, kube: cl.Kube, cfg: cfg, policy: r.Policy, leases: r.ControllerLeases, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
 		events: &plugin.APIEvents{Client: func() (plugin.Clients, error) { return core, nil }, Log: log}}
 	return w.run(ctx, interval)
 }
@@ -86,6 +89,7 @@ type waiter struct {
 	kube     kubernetes.Interface
 	cfg      plugin.Config
 	policy   plugin.Policy
+	leases   []plugin.LeaseRef
 	expect   TemplateAnnotation
 	ns, name string
 	log      logrus.FieldLogger
@@ -191,7 +195,8 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	}
 	// The ReplicaSet of the current spec exists: the rule table decides at once.
 	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
-		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun}
+		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun,
+		Maintainers: &plugin.Maintainers{Leases: w.leases}}
 	if w.cfg.Discover != nil {
 		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {
 			return false, "", &plugin.FailError{Msg: "-selector: " + err.Error()}

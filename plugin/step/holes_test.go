@@ -92,9 +92,11 @@ func TestCredentialMessageNamesTheSelector(t *testing.T) {
 	}
 }
 
-// TestStepEveryUserCounts: the step on Rollout web adds the ReplicaSet of Deployment worker
-// that uses the same ConfigMap, never the ReplicaSet of a Rollout that is gone (another UID:
-// deleted and recreated), and fails naming a StatefulSet that uses it, writing nothing.
+// TestStepEveryUserCounts: every user of the ConfigMap in the namespace counts. Deployment
+// worker's ReplicaSet is another workload's: the step alone refuses, naming it, and writes
+// nothing; with a live controller it attaches the Rollout's ReplicaSet only (the controller
+// keeps worker's owners), never the ReplicaSet of a Rollout that is gone (another UID: deleted
+// and recreated), which is no user at all. A StatefulSet that uses it is refused by name too.
 func TestStepEveryUserCounts(t *testing.T) {
 	worker := fixtures.ReplicaSet("w1", "uid-worker-rs", "uid-worker", fixtures.PodSpec([]string{"shared"}, nil))
 	worker.Name = "worker-w1"
@@ -105,12 +107,21 @@ func TestStepEveryUserCounts(t *testing.T) {
 	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
 	c := fake.NewClientset(cur, worker, dead, dep, optedIn(fixtures.ConfigMap("shared")))
 	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ConfigMap shared is also used by ReplicaSet worker-w1 (of Deployment worker)") ||
+		strings.Contains(res.Message, "old-d1") || writes(c) != 0 {
+		t.Errorf("no controller: %s %s (%d writes)", res.Phase, res.Message, writes(c))
+	}
+
+	c = fake.NewClientset(cur, worker, dead, dep, optedIn(fixtures.ConfigMap("shared")), controllerLease(time.Now(), nil))
+	s := newStep(c)
+	s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+	res, _ = s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("%s %s", res.Phase, res.Message)
 	}
 	refs := owners(t, c, plugin.KindConfigMap, "shared")
-	if len(refs) != 2 || !hasOwner(refs, "uid-cur") || !hasOwner(refs, "uid-worker-rs") {
-		t.Errorf("owners %v, want the Rollout's and the Deployment's ReplicaSets only (not the dead Rollout's)", refs)
+	if len(refs) != 1 || !hasOwner(refs, "uid-cur") {
+		t.Errorf("owners %v, want the Rollout's ReplicaSet only (worker's is the controller's to add; the dead Rollout's never)", refs)
 	}
 
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS},
@@ -118,7 +129,7 @@ func TestStepEveryUserCounts(t *testing.T) {
 	cur2 := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"other"}, nil))
 	c = fake.NewClientset(cur2, sts, fixtures.ConfigMap("other"))
 	res, _ = newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["other"]}`))
-	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ConfigMap other is also used by StatefulSet cache; configmap-attacher only manages config used by ReplicaSets alone") ||
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "ConfigMap other is also used by StatefulSet cache, outside Rollout shop/web") ||
 		!strings.Contains(res.Message, "nothing was written") || writes(c) != 0 {
 		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
 	}
@@ -158,7 +169,7 @@ func TestOldRevisionPodOfAStatefulSetBlocks(t *testing.T) {
 
 // TestOrphaningDeploymentKeepsItsReplicaSet: a Deployment deleted with --cascade=orphan keeps
 // its ReplicaSets (the garbage collector only removes their controller reference): such a
-// ReplicaSet is an owner like one without a controller, not a gone one.
+// ReplicaSet is a user like one without a controller, not a gone one.
 func TestOrphaningDeploymentKeepsItsReplicaSet(t *testing.T) {
 	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
 	kept := fixtures.ReplicaSet("k1", "uid-kept", "uid-api", fixtures.PodSpec([]string{"shared"}, nil))
@@ -168,12 +179,11 @@ func TestOrphaningDeploymentKeepsItsReplicaSet(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: testNS, UID: "uid-api", DeletionTimestamp: &now,
 		Finalizers: []string{metav1.FinalizerOrphanDependents}}}
 	c := fake.NewClientset(cur, kept, dep, fixtures.ConfigMap("shared"))
+	// A user outside the Rollout: the step alone refuses, naming it (a gone ReplicaSet would be
+	// no user, and the step would attach its own ReplicaSet alone).
 	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
-	if res.Phase != types.PhaseSuccessful {
-		t.Fatalf("%s %s", res.Phase, res.Message)
-	}
-	if refs := owners(t, c, plugin.KindConfigMap, "shared"); !hasOwner(refs, "uid-kept") || !hasOwner(refs, "uid-cur") {
-		t.Errorf("owners %v, want the orphaned ReplicaSet too", refs)
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by ReplicaSet api-k1 (of Deployment api)") || writes(c) != 0 {
+		t.Errorf("%s %s (%d writes): the orphaned ReplicaSet must count as a user", res.Phase, res.Message, writes(c))
 	}
 }
 

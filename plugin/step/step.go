@@ -82,6 +82,9 @@ type Step struct {
 	Events plugin.EventRecorder
 	// Policy is the administrator's (plugin args --require-opt-in, --opt-in-selector).
 	Policy plugin.Policy
+	// ControllerLeases are the controller mode's leader Leases (plugin args --controller-lease):
+	// config that other workloads share is attached only where a live controller maintains it.
+	ControllerLeases []plugin.LeaseRef
 }
 
 func (s *Step) now() time.Time {
@@ -139,6 +142,9 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		return failed("the controller sent no Rollout or no step context: nothing to do"), types.RpcError{}
 	}
 	wl := plugin.Workload{Kind: plugin.KindRollout, Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	if wr := ro.Spec.WorkloadRef; wr != nil && wr.Kind == plugin.KindDeployment {
+		wl.RefDeployment = wr.Name
+	}
 	log := s.log().WithFields(logrus.Fields{"rollout": ro.Name, "namespace": ro.Namespace, "step": sc.PluginName})
 
 	cfg, err := plugin.ParseConfig(sc.Config)
@@ -175,7 +181,8 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	a.Log = log
 
 	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
-		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun}
+		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun,
+		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now}}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
 			return s.verdict(log, ro, &plugin.FailError{Msg: "discover.selector: " + err.Error()})

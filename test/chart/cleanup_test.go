@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
@@ -386,9 +387,11 @@ func TestCleanupHookRunsWithItsRBAC(t *testing.T) {
 	// An application namespace: the anchor of a Deployment that is gone, the ConfigMap only it
 	// owns, and a StatefulSet's revision (no label).
 	app := c.Namespace(t)
-	anchor := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "web-cma-deployment-0123456789", Namespace: app,
-		Labels: map[string]string{"configmap-attacher.io/anchor": "true"}, Annotations: map[string]string{"configmap-attacher.io/workload": "Deployment/web"}},
-		Data: runtime.RawExtension{Raw: []byte(`{"workload":"Deployment/web","references":["ConfigMap/web-1"]}`)}, Revision: 1}
+	appNS, err := cs.CoreV1().Namespaces().Get(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := plugin.NewAnchor("Deployment", "web", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "web-1"}}).ControllerRevision(app, appNS.UID)
 	if anchor, err = cs.AppsV1().ControllerRevisions(app).Create(ctx, anchor, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -414,9 +417,7 @@ func TestCleanupHookRunsWithItsRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cjAnchor := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "nightly-cma-cronjob-0123456789", Namespace: app,
-		Labels: map[string]string{"configmap-attacher.io/anchor": "true"}},
-		Data: runtime.RawExtension{Raw: []byte(`{"workload":"CronJob/nightly","references":["ConfigMap/nightly-1"]}`)}, Revision: 1}
+	cjAnchor := plugin.NewAnchor("CronJob", "nightly", []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nightly-1"}}).ControllerRevision(app, appNS.UID)
 	if cjAnchor, err = cs.AppsV1().ControllerRevisions(app).Create(ctx, cjAnchor, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

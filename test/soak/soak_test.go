@@ -376,7 +376,9 @@ func (s *soak) setup(n int) {
 	}
 	s.kubelet = cluster.StartFakeKubelet(s.kube)
 	s.rollouts, err = cluster.StartRolloutsController(s.c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: s.bin,
-		PluginArgs: []string{"--require-opt-in"}})
+		// The step finds the controller mode by its Lease (-leader-election-id soak below): the
+		// groups' config, shared by a Rollout and a Deployment, is attached beside it.
+		PluginArgs: []string{"--require-opt-in", "--controller-lease", "configmap-attacher/soak"}})
 	if err != nil {
 		s.kubelet.Stop()
 		cluster.SkipOrFail(t, err)

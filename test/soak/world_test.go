@@ -179,7 +179,7 @@ func (g *group) stsTemplate() corev1.PodTemplateSpec {
 func (w *workload) pluginStep() v1alpha1.CanaryStep {
 	cms := []string{w.cm}
 	if w.group != nil {
-		cms = append(cms, w.group.cm) // listed: the step makes the Deployment's ReplicaSets owners too
+		cms = append(cms, w.group.cm) // listed: shared with the Deployment, attached beside the live controller mode
 	}
 	cfg, _ := json.Marshal(map[string]any{"configMaps": cms, "secrets": []string{w.sec}})
 	return v1alpha1.CanaryStep{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}

@@ -39,8 +39,9 @@ type stepPluginOptions struct {
 	// cannot turn the policy off.
 	Policy plugin.Policy
 
-	qps   float64
-	optIn *cli.SelectorFlag
+	qps    float64
+	optIn  *cli.SelectorFlag
+	leases *cli.LeasesFlag
 }
 
 const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-attacher as a step plugin with the args of\n" +
@@ -51,6 +52,7 @@ func (c *Command) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{})
 
 func (c *Command) flags(o *stepPluginOptions) *flag.FlagSet {
 	o.optIn = cli.NewSelector(plugin.OptInLabel + "=true")
+	o.leases = cli.NewLeases()
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	cli.KubeconfigFlag(fs, &o.Client.Kubeconfig)
@@ -60,6 +62,7 @@ func (c *Command) flags(o *stepPluginOptions) *flag.FlagSet {
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "patches in flight per step")
 	fs.BoolVar(&o.Policy.RequireOptIn, "require-opt-in", false, "write owner references only on objects that match --opt-in-selector: listed objects that do not fail the step, discovery adopts only matching ones")
 	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects")
+	fs.Var(o.leases, "controller-lease", cli.LeasesUsage)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), stepPluginUsage)
 		fs.PrintDefaults()
@@ -136,8 +139,8 @@ func (c *Command) Main(args []string) int {
 	client := plugin.LazyClient(o.Client)
 	// Events are sent in the background: a step's latency does not include them.
 	events := plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: entry}, 64, entry)
-	s := &step.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy}
-	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String()}).Info("policy")
+	s := &step.Step{Client: client, Log: entry, Concurrency: o.Concurrency, Events: events, Policy: o.Policy, ControllerLeases: o.leases.Leases()}
+	entry.WithFields(logrus.Fields{"requireOptIn": o.Policy.RequireOptIn, "optInSelector": o.Policy.OptIn.String(), "controllerLeases": o.leases.String()}).Info("policy")
 	rpc.Serve(s)
 	return cli.ExitOK
 }

@@ -440,7 +440,9 @@ func QuietLog() *logrus.Logger {
 func NewStep(cfg *rest.Config) *step.Step {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = plugin.DefaultQPS, plugin.DefaultBurst
-	return &step.Step{Log: QuietLog(), Client: func() (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) }}
+	// The plugin's default --controller-lease, as the binary has it.
+	return &step.Step{Log: QuietLog(), Client: func() (plugin.Clients, error) { return plugin.ClientsForConfig(cfg) },
+		ControllerLeases: plugin.DefaultControllerLeases}
 }
 
 func Run(t *testing.T, s *step.Step, ro *v1alpha1.Rollout, hash string, config any) types.RpcStepResult {
