@@ -243,7 +243,7 @@ func renderReport(r, race *results, doc, chart string) string {
 		{"command line, 10 objects, process start included (p50)", f1(r.pooled("CommandLine/objects=10/fresh/binary").P50) + " ms"},
 	})
 	if sl := sampleLeafName(r); len(r.leaf(sl)) > 0 {
-		w.p("Beside argo-rollouts' own step plugin sample (section 3b, issue 21's goals):")
+		w.p("Beside argo-rollouts' own step plugin sample (section 3b, the plugin process's goals):")
 		w.p("")
 		w.table(sampleHead, sampleRows(r, memLeaf, sl))
 	}
@@ -894,6 +894,6 @@ func renderSample(w *mdWriter, r *results, memLeaf string) {
 		{"Run round trip p50 / p90", values(r.metricValues(sl, "p50-ms")) + " / " + values(r.metricValues(sl, "p90-ms")), "ms"},
 		{"binary size", values(r.metricValues(sl, "binary-MiB")), "MiB"},
 	})
-	w.p("The sample keeps every value it draws (a map entry per step), so its growth over %s steps is its own bookkeeping, not a leak. The goals are issue 21's. Ours is `configmap-attacher-step` (`plugin/cmd/step-plugin`), the step alone, which the image ships beside the full binary and `install-plugin` copies: it links no typed clientset (the core reads through `plugin.Kube`, three REST clients), no controller, audit or Prometheus, and not `k8s.io/kubernetes` (the kubelet's reference walkers are copied and compared with upstream by a test).", memSteps(memLeaf))
+	w.p("The sample keeps every value it draws (a map entry per step), so its growth over %s steps is its own bookkeeping, not a leak. Ours is `configmap-attacher-step` (`plugin/cmd/step-plugin`), the step alone, which the image ships beside the full binary and `install-plugin` copies: it links no typed clientset (the core reads through `plugin.Kube`, three REST clients), no controller, audit or Prometheus, and not `k8s.io/kubernetes` (the kubelet's reference walkers are copied and compared with upstream by a test).", memSteps(memLeaf))
 	w.p("")
 }
