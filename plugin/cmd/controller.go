@@ -226,6 +226,7 @@ func (c *Controller) main(args []string) int {
 	if err != nil {
 		return exitCode(err)
 	}
+	cli.RouteKlog(log) // leader election and the informers log through klog
 	pc := controller.ProcessConfig{Client: o.client, Namespaces: o.nsList, Selector: o.selector.Selector(),
 		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), Adopting: o.adopting(), WorkloadsExplicit: o.workloads.set,
 		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -164,6 +165,12 @@ func (c *Doctor) Main(args []string) int {
 	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
 		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
 		Namespaces: set["namespaces"], OptIn: set["opt-in-selector"]}
+	// doctor's output is its report; what client-go says on its own (the apiserver's warnings,
+	// throttling) goes to stderr as log lines, warnings and errors only.
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	_ = cli.ConfigureLogger(log, "warn", "text")
+	cli.RouteKlog(log)
 	newClients := c.NewClients
 	if newClients == nil {
 		newClients = clientset.New

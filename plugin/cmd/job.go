@@ -107,6 +107,7 @@ func (c *Job) Main(args []string) int {
 		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
 		return ExitOK
 	}
+	cli.RouteKlog(log)
 	getenv := c.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }

@@ -132,6 +132,8 @@ func (c *Command) Main(args []string) int {
 		return cli.ExitUsage
 	}
 	log.SetFormatter(rpc.LogFormatter(o.LogFormat))
+	// client-go's own lines too go to stderr, which the Argo Rollouts controller reads.
+	cli.RouteKlog(log)
 	entry := log.WithField("plugin", "configmap-attacher")
 	client := plugin.LazyClient(o.Client)
 	// Events are sent in the background: a step's latency does not include them.
