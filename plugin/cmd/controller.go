@@ -241,7 +241,10 @@ func (c *Controller) main(args []string) int {
 	}
 	if err := controller.RunProcess(ctx, pc); err != nil {
 		log.WithError(err).Error("controller stopped")
-		fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+		if o.logFormat != "json" {
+			// The one line a person reads last; a JSON pipeline has it as the error entry.
+			fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+		}
 		return ExitFail
 	}
 	return ExitOK

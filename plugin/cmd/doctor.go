@@ -165,11 +165,11 @@ func (c *Doctor) Main(args []string) int {
 	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
 		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
 		Namespaces: set["namespaces"], OptIn: set["opt-in-selector"]}
-	// doctor's output is its report; what client-go says on its own (the apiserver's warnings,
-	// throttling) goes to stderr as log lines, warnings and errors only.
+	// doctor's output is its report (stdout); what client-go says on its own (the apiserver's
+	// warnings, which klog logs at its info level) goes to stderr as log lines.
 	log := logrus.New()
 	log.SetOutput(c.Stderr)
-	_ = cli.ConfigureLogger(log, "warn", "text")
+	_ = cli.ConfigureLogger(log, "info", "text")
 	cli.RouteKlog(log)
 	newClients := c.NewClients
 	if newClients == nil {
