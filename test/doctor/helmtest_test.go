@@ -167,6 +167,12 @@ tests:
 	}
 	out = expect(t, bin, kc, 1, hookArgs, "ERROR   controller/lease", "forbidden", "grant the identity running doctor get on leases")
 	t.Logf("without the Lease grant:\n%s", firstErrors(out))
+	// Planted: without the discovery grant doctor cannot find the release, and says so.
+	if err := cluster.Kubectl(c, "-n", rel, "delete", "rolebinding", sa+"-discovery"); err != nil {
+		t.Fatal(err)
+	}
+	out = expect(t, bin, kc, 1, hookArgs, "ERROR   controller/install", "cannot list them", "grant the identity running doctor list on deployments.apps")
+	t.Logf("without the discovery grant:\n%s", firstErrors(out))
 	kubectlStdin(t, c, []byte(strings.Join(rbac, "\n---\n")), "delete", "--ignore-not-found", "-f", "-")
 
 	// 3. A real `helm test`.
