@@ -137,13 +137,15 @@ func TestDoctorDiscoversInstalls(t *testing.T) {
 		"OK      rbac/controller        system:serviceaccount:team-a:cma-a-configmap-attacher: may do all", "OK      rbac/controller        system:serviceaccount:team-b:cmb: may do all",
 		// Outside a cluster the Service's DNS name does not resolve: found, named, not fetched.
 		"WARNING controller/metrics     Service team-a/cma-a-configmap-attacher-metrics: found, not fetched", "port-forward svc/cma-a-configmap-attacher-metrics 8080:8080",
+		// The objects of the namespaces the installs watch, not of every namespace.
+		"OK      objects                namespace app-a:", "OK      objects                namespace app-b:",
 		"0 error(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
 	}
-	for _, not := range []string{"team-b/job", "team-c", "Lease team-a/configmap-attacher"} {
+	for _, not := range []string{"team-b/job", "team-c", "Lease team-a/configmap-attacher", "every namespace:"} {
 		if strings.Contains(out, not) {
 			t.Errorf("reports %q:\n%s", not, out)
 		}

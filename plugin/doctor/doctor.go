@@ -234,20 +234,22 @@ func (d *Doctor) objectsScope(installs []Install) *Doctor {
 	c := *d
 	if !d.Opts.Explicit.Namespaces {
 		seen := map[string]bool{}
-		c.Opts.Namespaces = nil
+		var union []string
+		all := false
 		for _, in := range installs {
-			if len(in.Args.Namespaces) == 0 {
-				c.Opts.Namespaces, seen = nil, nil
-				break
-			}
+			all = all || len(in.Args.Namespaces) == 0
 			for _, ns := range in.Args.Namespaces {
 				if !seen[ns] {
 					seen[ns] = true
-					c.Opts.Namespaces = append(c.Opts.Namespaces, ns)
+					union = append(union, ns)
 				}
 			}
 		}
-		sort.Strings(c.Opts.Namespaces)
+		sort.Strings(union)
+		c.Opts.Namespaces = union
+		if all {
+			c.Opts.Namespaces = nil // one install watches every namespace
+		}
 	}
 	if !d.Opts.Explicit.OptIn {
 		first := installs[0].Args.Selector
