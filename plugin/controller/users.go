@@ -116,7 +116,7 @@ func (c *Controller) compactWorkload(obj any) (any, error) {
 		if tmpl, ok, _ := unstructured.NestedMap(o.Object, "spec", "template"); ok {
 			var t corev1.PodTemplateSpec
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &t); err != nil {
-				return nil, fmt.Errorf("Rollout %s/%s: spec.template: %w", o.GetNamespace(), o.GetName(), err)
+				return nil, fmt.Errorf("decoding spec.template of Rollout %s/%s: %w", o.GetNamespace(), o.GetName(), err)
 			}
 			refs = objectList(plugin.TemplateReferences(&t.Spec))
 		}
