@@ -264,6 +264,8 @@ func runController(t *testing.T, w modesWorld) []string {
 			typed = append(typed, o)
 		}
 	}
+	// The namespace exists: the controller reads its UID for the anchors it owns.
+	typed = append(typed, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.rollout.Namespace, UID: "uid-ns"}})
 	kube := fake.NewClientset(typed...)
 	md := metadatafake.NewSimpleMetadataClient(sch, metas...)
 	m := controller.NewMetrics()
