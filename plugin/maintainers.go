@@ -41,11 +41,11 @@ type LeaseRef struct{ Namespace, Name string }
 func (r LeaseRef) String() string { return r.Namespace + "/" + r.Name }
 
 // DefaultControllerLeases are where the step and the Job look for the controller by default:
-// the chart's Lease (release configmap-attacher in namespace configmap-attacher: its full
-// name) and examples/controller.yaml's.
+// the one default Lease, that of the chart's release configmap-attacher in namespace
+// configmap-attacher (its full name), of examples/controller.yaml and of the controller's
+// -leader-election-id default.
 var DefaultControllerLeases = []LeaseRef{
 	{Namespace: "configmap-attacher", Name: "configmap-attacher"},
-	{Namespace: "configmap-attacher", Name: "configmap-attacher-controller"},
 }
 
 // ParseLeaseRef reads NAMESPACE/NAME.

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bombsimon/logrusr/v4"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
@@ -42,6 +44,16 @@ func ConfigureLogger(log *logrus.Logger, level, format string) error {
 		return fmt.Errorf("log format %q: use text or json", format)
 	}
 	return nil
+}
+
+// RouteKlog makes log the backend of klog, through which client-go logs on its own (leader
+// election, reflectors' list and watch errors, the apiserver's warnings, throttling): its lines
+// then have log's format and destination, so a JSON log pipeline gets no plain-text line and
+// the step plugin writes nothing but its own stderr. klog keeps its verbosity (0), so client-go's
+// V(n) chatter stays off; its errors arrive as errors, its infos at info level. Each line is
+// marked logger=client-go. klog is process-wide: the last command to call this owns it.
+func RouteKlog(log *logrus.Logger) {
+	klog.SetLogger(logrusr.New(log, logrusr.WithName("client-go")))
 }
 
 // KubeconfigFlag registers -kubeconfig, the same for every command that talks to the apiserver.

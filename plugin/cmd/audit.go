@@ -159,6 +159,7 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 
 // run audits (and fixes), writes the report and returns the exit code.
 func (c *Audit) run(ctx context.Context, req auditRequest) int {
+	cli.RouteKlog(req.log)
 	newClients := c.NewClients
 	if newClients == nil {
 		newClients = clientset.New

@@ -204,7 +204,7 @@ func TestAuditFlagSet(t *testing.T) {
 	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
 		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
 		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true",
-		"controller-lease": "configmap-attacher/configmap-attacher,configmap-attacher/configmap-attacher-controller"}
+		"controller-lease": "configmap-attacher/configmap-attacher"}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++

@@ -21,6 +21,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
+	"github.com/configmap-attacher/configmap-attacher/plugin/doctor"
 )
 
 // controllerUsage is the synopsis printed with -help and on bad flags.
@@ -113,7 +114,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	fs.Var(o.workloads, "workloads", "the kinds whose use of an opted-in object adopts it: any of "+allWorkloads+" (default all; without the Rollout CRD, rollouts is dropped unless named); every user of an adopted object owns it, whatever its kind")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader on a Lease; only the leader writes")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace; required with -leader-elect outside a cluster)")
-	fs.StringVar(&o.leID, "leader-election-id", "configmap-attacher", "name of the Lease")
+	fs.StringVar(&o.leID, "leader-election-id", doctor.DefaultLeaseName, "name of the Lease (the chart passes its full name: configmap-attacher for a release of that name)")
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long standbys wait before taking over a lease that is not renewed")
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up (and exits)")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "interval between lease acquire or renew attempts")
@@ -225,6 +226,7 @@ func (c *Controller) main(args []string) int {
 	if err != nil {
 		return exitCode(err)
 	}
+	cli.RouteKlog(log) // leader election and the informers log through klog
 	pc := controller.ProcessConfig{Client: o.client, Namespaces: o.nsList, Selector: o.selector.Selector(),
 		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), Adopting: o.adopting(), WorkloadsExplicit: o.workloads.set,
 		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log,
@@ -239,7 +241,10 @@ func (c *Controller) main(args []string) int {
 	}
 	if err := controller.RunProcess(ctx, pc); err != nil {
 		log.WithError(err).Error("controller stopped")
-		fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+		if o.logFormat != "json" {
+			// The one line a person reads last; a JSON pipeline has it as the error entry.
+			fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+		}
 		return ExitFail
 	}
 	return ExitOK

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
@@ -26,6 +27,10 @@ type Doctor struct {
 }
 
 const doctorUsage = "Usage: configmap-attacher doctor [-mode step,controller,job] [-namespaces a,b] [-o text|json] [flags]\n\n" +
+	"With -mode controller it finds every controller installed, by its Deployment's labels\n" +
+	"(app.kubernetes.io/name=configmap-attacher, -instance and -controller-namespace narrow it), and\n" +
+	"reads each one's ServiceAccount, Lease, watched namespaces, selector and metrics Service from it;\n" +
+	"a flag given overrides what is read.\n" +
 	"Checks, read-only, that each mode is set up to work: for the step plugin the argo-rollouts-config\n" +
 	"entry, its location (the initContainer install or https with sha256), the Argo Rollouts version\n" +
 	"and Pod Security; for every mode its ServiceAccount's RBAC (SubjectAccessReviews); the opt-in label\n" +
@@ -58,12 +63,13 @@ func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
 	fs.StringVar(&o.opts.RolloutsDeployment, "rollouts-deployment", o.opts.RolloutsDeployment, "the Argo Rollouts controller's Deployment")
 	fs.StringVar(&o.opts.RolloutsServiceAccount, "rollouts-service-account", o.opts.RolloutsServiceAccount, "the Argo Rollouts controller's ServiceAccount (the step plugin runs as it)")
 	fs.StringVar(&o.opts.PluginName, "plugin-name", o.opts.PluginName, "the stepPlugins entry's name")
-	fs.StringVar(&o.opts.ControllerNamespace, "controller-namespace", o.opts.ControllerNamespace, "namespace of the controller mode")
-	fs.StringVar(&o.opts.ControllerServiceAccount, "controller-service-account", o.opts.ControllerServiceAccount, "the controller mode's ServiceAccount (examples/controller.yaml's; the chart's is the release's full name)")
-	fs.BoolVar(&o.opts.LeaderElect, "leader-elect", true, "the controller runs with -leader-elect (false: its Lease is not checked)")
-	fs.StringVar(&o.opts.LeaseNamespace, "leader-election-namespace", "", "namespace of the controller's Lease (default: -controller-namespace)")
-	fs.StringVar(&o.opts.LeaseName, "leader-election-id", o.opts.LeaseName, "name of the controller's Lease (the chart's: the release's full name)")
-	fs.StringVar(&o.opts.MetricsURL, "metrics-url", "", "the controller's /metrics URL, e.g. http://cma-configmap-attacher-metrics.configmap-attacher.svc:8080/metrics (empty: not checked, a warning)")
+	fs.StringVar(&o.opts.DiscoverNamespace, "controller-namespace", "", "namespace of the controller mode (default: find it in every namespace)")
+	fs.StringVar(&o.opts.Instance, "instance", "", "the controller install to check: its app.kubernetes.io/instance label, the Helm release name (default: every install)")
+	fs.StringVar(&o.opts.ControllerServiceAccount, "controller-service-account", o.opts.ControllerServiceAccount, "the controller mode's ServiceAccount (default: the found Deployment's)")
+	fs.BoolVar(&o.opts.LeaderElect, "leader-elect", true, "the controller runs with -leader-elect (false: its Lease is not checked; default: the found Deployment's)")
+	fs.StringVar(&o.opts.LeaseNamespace, "leader-election-namespace", "", "namespace of the controller's Lease (default: the found Deployment's, else -controller-namespace)")
+	fs.StringVar(&o.opts.LeaseName, "leader-election-id", o.opts.LeaseName, "name of the controller's Lease (default: the found Deployment's -leader-election-id)")
+	fs.StringVar(&o.opts.MetricsURL, "metrics-url", "", "the controller's /metrics URL, e.g. http://configmap-attacher-metrics.configmap-attacher.svc:8080/metrics (default: the found metrics Service's, fetched in the cluster only)")
 	fs.StringVar(&o.opts.JobServiceAccount, "job-service-account", o.opts.JobServiceAccount, "the Job's ServiceAccount, in each of -namespaces")
 	fs.BoolVar(&o.opts.OwnerReferencesEnforcement, "ownerreferences-enforcement", false, "the cluster runs the OwnerReferencesPermissionEnforcement admission plugin (OpenShift): also check delete on configmaps and secrets")
 	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects (the step's and the controller's)")
@@ -105,6 +111,9 @@ func (o *doctorOptions) validate() []string {
 	if contains(o.opts.Modes, doctor.ModeJob) && len(o.opts.Namespaces) == 0 {
 		problems = append(problems, "-mode job needs -namespaces: the Job's ServiceAccount lives in each application namespace")
 	}
+	if o.opts.DiscoverNamespace != "" {
+		o.opts.ControllerNamespace = o.opts.DiscoverNamespace
+	}
 	for _, f := range []struct{ flag, v string }{{"-rollouts-namespace", o.opts.RolloutsNamespace}, {"-controller-namespace", o.opts.ControllerNamespace}, {"-leader-election-namespace", o.opts.LeaseNamespace}} {
 		if f.v != "" && len(validation.IsDNS1123Label(f.v)) > 0 {
 			problems = append(problems, fmt.Sprintf("%s %q is not a valid namespace name", f.flag, f.v))
@@ -116,6 +125,9 @@ func (o *doctorOptions) validate() []string {
 		if errs := validation.IsDNS1123Subdomain(f.v); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("%s %q is not a valid name: %s", f.flag, f.v, strings.Join(errs, "; ")))
 		}
+	}
+	if o.opts.Instance != "" && len(validation.IsValidLabelValue(o.opts.Instance)) > 0 {
+		problems = append(problems, fmt.Sprintf("-instance %q is not a valid label value", o.opts.Instance))
 	}
 	if o.opts.MetricsURL != "" {
 		if u, err := url.Parse(o.opts.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -145,6 +157,20 @@ func (c *Doctor) Main(args []string) int {
 	if err := parseArgs(spec{name: "configmap-attacher doctor", usage: doctorUsage, fs: fs, validate: o.validate}, args, c.Stderr); err != nil {
 		return exitCode(err)
 	}
+	// What the command line set overrides what discovery reads from each install.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.opts.Discover = true
+	o.opts.ParseControllerArgs = ParseControllerArgs
+	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
+		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
+		Namespaces: set["namespaces"], OptIn: set["opt-in-selector"]}
+	// doctor's output is its report (stdout); what client-go says on its own (the apiserver's
+	// warnings, which klog logs at its info level) goes to stderr as log lines.
+	log := logrus.New()
+	log.SetOutput(c.Stderr)
+	_ = cli.ConfigureLogger(log, "info", "text")
+	cli.RouteKlog(log)
 	newClients := c.NewClients
 	if newClients == nil {
 		newClients = clientset.New
@@ -171,4 +197,18 @@ func (c *Doctor) Main(args []string) int {
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// ParseControllerArgs reads a controller Deployment's arguments (after "controller") with the
+// controller's own flag set, so that doctor knows the defaults and the syntax the controller
+// has: the Lease it takes when -leader-election-id is not given is the one doctor checks.
+func ParseControllerArgs(args []string) (doctor.ControllerArgs, error) {
+	var o controllerOptions
+	fs := (&Controller{Stderr: io.Discard}).flags(&o)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return doctor.ControllerArgs{}, fmt.Errorf("parsing %q: %w", strings.Join(args, " "), err)
+	}
+	return doctor.ControllerArgs{Namespaces: splitList(o.namespaces), Selector: o.selector.Selector(), LeaderElect: o.leaderElect,
+		LeaseNamespace: o.leNamespace, LeaseName: o.leID, MetricsAddr: o.metricsAddr}, nil
 }

@@ -110,6 +110,7 @@ func (c *Job) Main(args []string) int {
 		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
 		return ExitOK
 	}
+	cli.RouteKlog(log)
 	getenv := c.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -132,7 +133,10 @@ func (c *Job) Main(args []string) int {
 	msg, err := job.WaitAndAttach(context.Background(), req)
 	if err != nil {
 		entry.Error(err)
-		fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		if o.logFormat != "json" {
+			// The one line a person reads last; a JSON pipeline has it as the error entry.
+			fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+		}
 		return ExitFail
 	}
 	entry.Info(msg)

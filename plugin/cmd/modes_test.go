@@ -279,8 +279,8 @@ func runController(t *testing.T, w modesWorld) []string {
 			typed = append(typed, o)
 		}
 	}
-	// The namespace: the controller of the anchors.
-	typed = append(typed, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fixtures.Namespace, UID: "uid-ns"}})
+	// The namespace exists: the controller reads its UID for the anchors it owns.
+	typed = append(typed, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.rollout.Namespace, UID: "uid-ns"}})
 	kube := fake.NewClientset(typed...)
 	md := metadatafake.NewSimpleMetadataClient(sch, metas...)
 	m := controller.NewMetrics()

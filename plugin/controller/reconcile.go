@@ -167,7 +167,7 @@ func (c *Controller) blocked(k Key, b plugin.Blocked) {
 		}
 		done[ref.UID] = true
 		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: k.Namespace, UID: ref.UID},
-			corev1.EventTypeWarning, "OwnerReferenceBlocked", "%s", b.Message())
+			corev1.EventTypeWarning, ReasonOwnerReferenceBlocked, "%s", b.Message())
 	}
 }
 
@@ -185,33 +185,57 @@ func permanent(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || plugin.IsPermanent(err)
 }
 
+// The kinds of failed reconcile: the reason label of reconcile_errors_total and the reason
+// field of the "reconcile failed" log lines. Constants, so that docs/troubleshooting.md's test
+// finds every one (each has an entry there).
+const (
+	FailureForbidden = "forbidden"
+	FailureInvalid   = "invalid"
+	FailureConflict  = "conflict"
+	FailureThrottled = "throttled"
+	FailureTimeout   = "timeout"
+	FailureServer    = "server"
+	FailureTransport = "transport"
+	FailureOther     = "other"
+	FailurePanic     = "panic"
+)
+
+// The reasons of the controller's Warning Events on a workload.
+const (
+	// ReasonOwnerReferenceBlocked: a user the controller cannot make an owner (a Pod or Job of
+	// an unknown controller kind) keeps an object from being adopted.
+	ReasonOwnerReferenceBlocked = "OwnerReferenceBlocked"
+	// ReasonOwnerReferenceFailed: the patch adding an owner reference was refused for good.
+	ReasonOwnerReferenceFailed = "OwnerReferenceFailed"
+)
+
 // reason is the label of reconcile_errors_total.
 func reason(err error) string {
 	var ne net.Error
 	switch {
 	case apierrors.IsForbidden(err):
-		return "forbidden"
+		return FailureForbidden
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return "invalid"
+		return FailureInvalid
 	case apierrors.IsConflict(err):
-		return "conflict"
+		return FailureConflict
 	case apierrors.IsTooManyRequests(err):
-		return "throttled"
+		return FailureThrottled
 	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+		return FailureTimeout
 	case apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
-		return "server"
+		return FailureServer
 	case errors.As(err, &ne):
-		return "transport"
+		return FailureTransport
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && st.Status().Code >= 500 {
-		return "server"
+		return FailureServer
 	}
 	if errors.As(err, &st) {
-		return "other"
+		return FailureOther
 	}
-	return "transport"
+	return FailureTransport
 }
 
 // warn records a Warning Event on each workload whose ReplicaSet could not become an owner.
@@ -227,7 +251,7 @@ func (c *Controller) warn(k Key, rss []plugin.Owner, err error) {
 		}
 		done[ref.UID] = true
 		c.events.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: k.Namespace, UID: ref.UID},
-			corev1.EventTypeWarning, "OwnerReferenceFailed", "cannot make ReplicaSet %s an owner of %s: %s (see %s)", rs.Name, k.object(), plugin.APIMessage(err), RBACHint)
+			corev1.EventTypeWarning, ReasonOwnerReferenceFailed, "cannot make ReplicaSet %s an owner of %s: %s (see %s)", rs.Name, k.object(), plugin.APIMessage(err), RBACHint)
 	}
 }
 

@@ -252,7 +252,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	r := reason(err)
 	if errors.As(err, new(panicError)) {
-		r = "panic"
+		r = FailurePanic
 	}
 	c.m.ReconcileErrors.WithLabelValues(r).Inc()
 	log := c.log.WithError(err).WithFields(logrus.Fields{"reason": r, "key": k.String()})

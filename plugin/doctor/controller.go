@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -52,12 +53,40 @@ func (d *Doctor) checkLease(ctx context.Context, r *Report) {
 	r.ok("controller/lease", subject, "held by %s, renewed %s", holder, l.Spec.RenewTime.UTC().Format(time.RFC3339))
 }
 
+func (d *Doctor) inCluster() bool {
+	if d.Opts.InCluster != nil {
+		return d.Opts.InCluster()
+	}
+	return inCluster()
+}
+
+// svcPort is the port of a discovered metrics URL.
+func svcPort(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Port()
+}
+
 // checkMetrics: -metrics-url answers 200 with the controller's metrics.
 func (d *Doctor) checkMetrics(ctx context.Context, r *Report) {
 	url := d.Opts.MetricsURL
 	if url == "" {
-		r.problem(Warning, "controller/metrics", "metrics endpoint", "pass -metrics-url, e.g. http://<release>-metrics.<namespace>.svc:8080/metrics",
-			"not checked: no -metrics-url")
+		subject := "metrics endpoint"
+		if d.Opts.Discover {
+			subject = "metrics of the controller in " + d.Opts.ControllerNamespace
+		}
+		r.problem(Warning, "controller/metrics", subject, "pass -metrics-url, e.g. http://<release>-metrics.<namespace>.svc:8080/metrics (the chart's metrics.enabled creates that Service)",
+			"not checked: no -metrics-url, and no Service of the install reaches its -metrics-addr")
+		return
+	}
+	if svc := d.Opts.metricsService; svc != "" && !d.inCluster() {
+		// A Service's DNS name resolves only in the cluster; doctor does not proxy through the
+		// apiserver, which would need get on services/proxy.
+		r.problem(Warning, "controller/metrics", "Service "+d.Opts.ControllerNamespace+"/"+svc,
+			fmt.Sprintf("run doctor in the cluster (helm test), or kubectl -n %s port-forward svc/%s 8080:%s and pass -metrics-url http://127.0.0.1:8080/metrics", d.Opts.ControllerNamespace, svc, svcPort(url)),
+			"found, not fetched: doctor runs outside the cluster")
 		return
 	}
 	cctx, cancel := d.call(ctx)

@@ -115,7 +115,24 @@ type Options struct {
 	RolloutsNamespace, RolloutsConfigMap, RolloutsDeployment, RolloutsServiceAccount string
 	PluginName                                                                       string
 
-	// The controller mode.
+	// The controller mode: with Discover, each install is found by its labels (discover.go) and
+	// these are its settings where Explicit does not say the command line set them.
+	Discover bool
+	// Instance limits discovery to one app.kubernetes.io/instance (a Helm release); empty: all.
+	Instance string
+	// DiscoverNamespace limits discovery to one namespace; empty: every namespace.
+	DiscoverNamespace string
+	Explicit          Explicit
+	// ParseControllerArgs reads a discovered Deployment's controller arguments (the command's
+	// flag set: plugin/cmd).
+	ParseControllerArgs func(args []string) (ControllerArgs, error)
+	// InCluster reports whether doctor runs in a pod (nil: KUBERNETES_SERVICE_HOST is set): a
+	// discovered metrics Service is fetched by its DNS name only there.
+	InCluster func() bool
+	// metricsService is the discovered Service MetricsURL was built from ("" when the flag
+	// gave MetricsURL).
+	metricsService string
+
 	ControllerNamespace, ControllerServiceAccount string
 	// LeaderElect: the controller runs with -leader-elect (its default); false skips the Lease.
 	LeaderElect               bool
@@ -138,6 +155,11 @@ type Options struct {
 	HTTP *http.Client
 }
 
+// DefaultLeaseName is the controller's -leader-election-id default: the chart's full name of
+// a release named configmap-attacher (the chart passes its full name, so the Lease of a
+// release is always named after it), which every example installs.
+const DefaultLeaseName = "configmap-attacher"
+
 // Defaults are the names examples/ and the chart use.
 func Defaults() Options {
 	return Options{
@@ -148,11 +170,12 @@ func Defaults() Options {
 		RolloutsServiceAccount: "argo-rollouts",
 		PluginName:             "configmap-attacher/configmap-attacher",
 		ControllerNamespace:    "configmap-attacher",
-		// examples/controller.yaml's; the chart's is the release's full name (pass it).
-		ControllerServiceAccount: "configmap-attacher-controller",
+		// The chart's full name of a release named configmap-attacher, as every example
+		// installs it; used only when no Deployment is found by its labels.
+		ControllerServiceAccount: "configmap-attacher",
 		LeaderElect:              true,
-		// examples/controller.yaml's too (its Deployment's -leader-election-id).
-		LeaseName:         "configmap-attacher-controller",
+		// The controller's -leader-election-id default, which is that same name.
+		LeaseName:         DefaultLeaseName,
 		JobServiceAccount: "configmap-attacher-job",
 		Timeout:           10 * time.Second,
 	}
@@ -201,20 +224,88 @@ func (d *Doctor) optIn() labels.Selector {
 	return plugin.OptInSelector()
 }
 
+// objectsScope is the doctor that checks the objects: the namespaces and the opt-in selector the
+// discovered installs watch, where the flags do not set them (every namespace if one install
+// watches all; the default selector if the installs differ).
+func (d *Doctor) objectsScope(installs []Install) *Doctor {
+	if len(installs) == 0 {
+		return d
+	}
+	c := *d
+	if !d.Opts.Explicit.Namespaces {
+		seen := map[string]bool{}
+		var union []string
+		all := false
+		for _, in := range installs {
+			all = all || len(in.Args.Namespaces) == 0
+			for _, ns := range in.Args.Namespaces {
+				if !seen[ns] {
+					seen[ns] = true
+					union = append(union, ns)
+				}
+			}
+		}
+		sort.Strings(union)
+		c.Opts.Namespaces = union
+		if all {
+			c.Opts.Namespaces = nil // one install watches every namespace
+		}
+	}
+	if !d.Opts.Explicit.OptIn {
+		first := installs[0].Args.Selector
+		for _, in := range installs[1:] {
+			if first == nil || in.Args.Selector == nil || in.Args.Selector.String() != first.String() {
+				first = nil
+				break
+			}
+		}
+		if first != nil {
+			c.Opts.OptIn = first
+		}
+	}
+	return &c
+}
+
 // Run runs every check of the modes and returns the report; a check that cannot read what it
 // needs reports that as an error finding and the others go on.
 func (d *Doctor) Run(ctx context.Context) *Report {
 	r := &Report{}
+	// The controllers to check: each install found by its labels, or (without discovery, or
+	// when none is found but the flags name one) the one the flags describe.
+	var controllers []*Doctor
+	objects := d
+	if d.has(ModeController) {
+		if d.Opts.Discover {
+			installs := d.discover(ctx, r)
+			for _, in := range installs {
+				r.ok("controller/install", "Deployment "+in.Namespace+"/"+in.Deployment, "%s", in.describe())
+				controllers = append(controllers, d.forInstall(in))
+			}
+			if len(installs) == 0 && d.Opts.Explicit.Any() {
+				controllers = append(controllers, d)
+			}
+			objects = d.objectsScope(installs)
+		} else {
+			controllers = append(controllers, d)
+		}
+	}
 	if d.has(ModeStep) {
 		d.checkStep(ctx, r)
 	}
-	d.checkRBAC(ctx, r)
-	d.checkObjects(ctx, r)
-	if d.has(ModeController) {
-		if d.Opts.LeaderElect {
-			d.checkLease(ctx, r)
+	for _, mode := range d.Opts.Modes {
+		if mode != ModeController {
+			d.checkRBAC(ctx, r, mode)
 		}
-		d.checkMetrics(ctx, r)
+	}
+	for _, c := range controllers {
+		c.checkRBAC(ctx, r, ModeController)
+	}
+	objects.checkObjects(ctx, r)
+	for _, c := range controllers {
+		if c.Opts.LeaderElect {
+			c.checkLease(ctx, r)
+		}
+		c.checkMetrics(ctx, r)
 	}
 	// Errors first, then warnings, then passes; within each, in the order checked.
 	rank := map[Severity]int{Error: 0, Warning: 1, OK: 2}

@@ -69,7 +69,7 @@ func healthy() *setup {
 					VolumeMounts: []corev1.VolumeMount{{Name: "configmap-attacher-plugin", MountPath: "/home/argo-rollouts/plugins", ReadOnly: true}}}},
 				Volumes: []corev1.Volume{{Name: "configmap-attacher-plugin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			}}}},
-		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher-controller", Namespace: "configmap-attacher"}},
+		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"}},
 		denied: map[string]bool{}, metricsStatus: 200,
 		metricsBody: "# TYPE configmap_attacher_controller_leader gauge\nconfigmap_attacher_controller_leader 1\n",
 	}
@@ -244,10 +244,10 @@ func TestPlantedProblems(t *testing.T) {
 		}, "rbac/step", "in namespace shop may not patch secrets", "examples/rbac-step-plugin.yaml"},
 		{"OwnerReferencesPermissionEnforcement without delete", []string{ModeController}, func(s *setup) {
 			s.opts = func(o *Options) { o.OwnerReferencesEnforcement = true }
-			s.denied[sa("configmap-attacher", "configmap-attacher-controller")+" delete configmaps shop"] = true
+			s.denied[sa("configmap-attacher", "configmap-attacher")+" delete configmaps shop"] = true
 		}, "rbac/controller", "in namespace shop may not delete configmaps", "examples/rbac-ownerreferences-enforcement.yaml"},
 		{"controller Lease verb", []string{ModeController}, func(s *setup) {
-			s.denied[sa("configmap-attacher", "configmap-attacher-controller")+" update leases configmap-attacher"] = true
+			s.denied[sa("configmap-attacher", "configmap-attacher")+" update leases configmap-attacher"] = true
 		}, "rbac/controller", "in namespace configmap-attacher may not update leases.coordination.k8s.io", "Lease Role"},
 		{"job RBAC", []string{ModeJob}, func(s *setup) {
 			s.denied[sa("shop", "configmap-attacher-job")+" get rollouts shop"] = true
@@ -401,7 +401,7 @@ func TestNoLeaderElection(t *testing.T) {
 	s.opts = func(o *Options) { o.LeaderElect = false }
 	// Nor its RBAC: the chart grants no Lease Role without leader election.
 	for _, v := range []string{"get", "create", "update"} {
-		s.denied["system:serviceaccount:configmap-attacher:configmap-attacher-controller"+" "+v+" leases configmap-attacher"] = true
+		s.denied["system:serviceaccount:configmap-attacher:configmap-attacher"+" "+v+" leases configmap-attacher"] = true
 	}
 	rep, _ := s.run(t, ModeController)
 	if rep.Failed() || len(find(rep, OK, "controller/lease")) != 0 {
@@ -433,7 +433,7 @@ func TestStepLeaseGrant(t *testing.T) {
 	s.denied["system:serviceaccount:argo-rollouts:argo-rollouts get leases configmap-attacher"] = true
 	rep, _ = s.run(t, ModeStep, ModeController)
 	got := find(rep, Warning, "rbac/step-lease")
-	if rep.Failed() || len(got) != 1 || !strings.Contains(got[0].Message, "may not get Lease configmap-attacher/configmap-attacher-controller") ||
+	if rep.Failed() || len(got) != 1 || !strings.Contains(got[0].Message, "may not get Lease configmap-attacher/configmap-attacher") ||
 		!strings.Contains(got[0].Fix, "lease-reader") {
 		t.Errorf("want one rbac/step-lease warning naming the Lease and the Role:\n%s", text(rep))
 	}

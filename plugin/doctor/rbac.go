@@ -98,79 +98,77 @@ func (d *Doctor) identity(mode string) (ns, name, fix string) {
 }
 
 // checkRBAC asks the authorizer, with one SubjectAccessReview per verb and resource, whether
-// each mode's ServiceAccount may do what the mode needs, in every application namespace
+// the mode's ServiceAccount may do what the mode needs, in every application namespace
 // (cluster-wide when none is given), and reports every missing grant at once.
-func (d *Doctor) checkRBAC(ctx context.Context, r *Report) {
-	for _, mode := range d.Opts.Modes {
-		ns, name, fix := d.identity(mode)
-		scopes := d.Opts.Namespaces
-		if len(scopes) == 0 {
-			if mode == ModeJob {
-				r.problem(Error, "rbac/"+mode, "ServiceAccount "+name, "pass -namespaces with the namespaces the Job runs in",
-					"the Job's ServiceAccount lives in each application namespace: name them")
-				continue
-			}
-			scopes = []string{""}
+func (d *Doctor) checkRBAC(ctx context.Context, r *Report, mode string) {
+	ns, name, fix := d.identity(mode)
+	scopes := d.Opts.Namespaces
+	if len(scopes) == 0 {
+		if mode == ModeJob {
+			r.problem(Error, "rbac/"+mode, "ServiceAccount "+name, "pass -namespaces with the namespaces the Job runs in",
+				"the Job's ServiceAccount lives in each application namespace: name them")
+			return
 		}
-		if d.Opts.OwnerReferencesEnforcement {
-			fix += "; for delete: examples/rbac-ownerreferences-enforcement.yaml in the namespace"
+		scopes = []string{""}
+	}
+	if d.Opts.OwnerReferencesEnforcement {
+		fix += "; for delete: examples/rbac-ownerreferences-enforcement.yaml in the namespace"
+	}
+	for _, scope := range scopes {
+		saNS := ns
+		if mode == ModeJob {
+			saNS = scope
 		}
-		for _, scope := range scopes {
-			saNS := ns
-			if mode == ModeJob {
-				saNS = scope
+		user := "system:serviceaccount:" + saNS + ":" + name
+		where := "every namespace"
+		if scope != "" {
+			where = "namespace " + scope
+		}
+		// Missing grants by where they are missing, in the order checked.
+		var wheres []string
+		missing := map[string][]string{}
+		checked := 0
+		for _, n := range d.needs(mode) {
+			target := scope
+			if n.own {
+				target = d.leaseNamespace()
 			}
-			user := "system:serviceaccount:" + saNS + ":" + name
-			where := "every namespace"
-			if scope != "" {
-				where = "namespace " + scope
-			}
-			// Missing grants by where they are missing, in the order checked.
-			var wheres []string
-			missing := map[string][]string{}
-			checked := 0
-			for _, n := range d.needs(mode) {
-				target := scope
-				if n.own {
-					target = d.leaseNamespace()
+			for _, verb := range n.verbs {
+				checked++
+				allowed, err := d.allowed(ctx, user, saNS, verb, n.group, n.resource, target)
+				if err != nil {
+					r.problem(Error, "rbac/"+mode, user, "grant the identity running doctor create on subjectaccessreviews.authorization.k8s.io",
+						"cannot ask the authorizer: %v", err)
+					return
 				}
-				for _, verb := range n.verbs {
-					checked++
-					allowed, err := d.allowed(ctx, user, saNS, verb, n.group, n.resource, target)
-					if err != nil {
-						r.problem(Error, "rbac/"+mode, user, "grant the identity running doctor create on subjectaccessreviews.authorization.k8s.io",
-							"cannot ask the authorizer: %v", err)
-						return
+				if !allowed {
+					res := n.resource
+					if n.group != "" {
+						res += "." + n.group
 					}
-					if !allowed {
-						res := n.resource
-						if n.group != "" {
-							res += "." + n.group
-						}
-						in := where
-						if n.own {
-							in = "namespace " + target
-						}
-						if missing[in] == nil {
-							wheres = append(wheres, in)
-						}
-						missing[in] = append(missing[in], verb+" "+res)
+					in := where
+					if n.own {
+						in = "namespace " + target
 					}
+					if missing[in] == nil {
+						wheres = append(wheres, in)
+					}
+					missing[in] = append(missing[in], verb+" "+res)
 				}
 			}
-			if len(wheres) > 0 {
-				var parts []string
-				for _, w := range wheres {
-					parts = append(parts, fmt.Sprintf("in %s may not %s", w, strings.Join(missing[w], ", ")))
-				}
-				r.problem(Error, "rbac/"+mode, user, "apply "+fix, "%s", strings.Join(parts, "; "))
-				continue
+		}
+		if len(wheres) > 0 {
+			var parts []string
+			for _, w := range wheres {
+				parts = append(parts, fmt.Sprintf("in %s may not %s", w, strings.Join(missing[w], ", ")))
 			}
-			r.ok("rbac/"+mode, user, "may do all %d things the %s mode needs in %s", checked, mode, where)
+			r.problem(Error, "rbac/"+mode, user, "apply "+fix, "%s", strings.Join(parts, "; "))
+			continue
 		}
-		if mode == ModeStep && d.Opts.LeaderElect {
-			d.checkStepLease(ctx, r, ns, name)
-		}
+		r.ok("rbac/"+mode, user, "may do all %d things the %s mode needs in %s", checked, mode, where)
+	}
+	if mode == ModeStep && d.Opts.LeaderElect {
+		d.checkStepLease(ctx, r, ns, name)
 	}
 }
 
@@ -194,7 +192,7 @@ func (d *Doctor) checkStepLease(ctx context.Context, r *Report, saNS, name strin
 			"cannot ask the authorizer: %v", err)
 	case !sar.Status.Allowed:
 		r.problem(Warning, "rbac/step-lease", user,
-			fmt.Sprintf("bind it to the chart's <fullname>-lease-reader Role in %s (rbac.leaseReaders.subjects; examples/controller.yaml's configmap-attacher-controller-lease-reader), and name the Lease in the plugin's --controller-lease", ns),
+			fmt.Sprintf("bind it to the chart's <fullname>-lease-reader Role in %s (rbac.leaseReaders.subjects; examples/controller.yaml's configmap-attacher-lease-reader), and name the Lease in the plugin's --controller-lease", ns),
 			"may not get Lease %s/%s: the step treats the controller as absent and refuses config that other workloads share", ns, lease)
 	default:
 		r.ok("rbac/step-lease", user, "may get Lease %s/%s (finds the controller that maintains shared config)", ns, lease)

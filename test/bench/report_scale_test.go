@@ -382,6 +382,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	w.p("helm install cma-a charts/configmap-attacher --namespace cma-a --create-namespace --set 'namespaces={team-a,team-b}'")
 	w.p("helm install cma-b charts/configmap-attacher --namespace cma-b --create-namespace --set 'namespaces={team-c,team-d}'")
 	w.p("# without the chart: configmap-attacher controller -namespaces team-a,team-b -leader-election-id cma-a … (and team-c,team-d, cma-b)")
+	w.p("configmap-attacher doctor -mode controller   # checks both installs, each with its own ServiceAccount, Lease and namespaces")
 	w.p("```")
 	w.p("")
 	if split != nil {

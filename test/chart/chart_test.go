@@ -549,7 +549,9 @@ func scrapedNames(body []byte) map[string]bool {
 }
 
 // TestNotes: the NOTES helm prints after install name only what exists: the Lease command with
-// leader election on, none with it off (there is no Lease to read then).
+// leader election on, none with it off (there is no Lease to read then); and the exact doctor
+// command for the release (its namespace and instance), with `helm test` while the hook is
+// rendered.
 func TestNotes(t *testing.T) {
 	c := cluster.Require(t, shared, sharedErr) // helm install --dry-run=client still reads the cluster's version
 	for _, tc := range []struct {
@@ -569,6 +571,10 @@ func TestNotes(t *testing.T) {
 		}
 		if got := strings.Contains(notes, "get lease"); got != tc.lease || !strings.Contains(notes, "rollout status deployment/rel-configmap-attacher") {
 			t.Errorf("values %q: NOTES has the Lease command %v, want %v:\n%s", tc.set, got, tc.lease, notes)
+		}
+		if want := "configmap-attacher doctor -mode controller -controller-namespace " + releaseNS + " -instance rel\n"; !strings.Contains(notes, want) ||
+			!strings.Contains(notes, "helm test rel -n "+releaseNS) {
+			t.Errorf("values %q: NOTES lack the doctor command %q or helm test:\n%s", tc.set, want, notes)
 		}
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The values examples/controller.yaml is rendered with: the chart's defaults, named so that
-// every object is configmap-attacher-controller (the release name contains the chart name, so
-// it is the full name) in the namespace configmap-attacher, as the controller mode's tests,
-// hack/demo and the controller's RBAC hints expect (test/support/cluster ControllerModeIdentity).
+// The values examples/controller.yaml is rendered with: the chart's defaults, released as
+// configmap-attacher (the chart's name, so every object and the Lease are named
+// configmap-attacher, the controller's -leader-election-id default, as the Argo CD, Flux and
+// Kustomize examples install it) in the namespace configmap-attacher, as the controller mode's
+// tests and hack/demo expect (test/support/cluster ControllerModeIdentity).
 const (
-	exampleRelease   = "configmap-attacher-controller"
+	exampleRelease   = "configmap-attacher"
 	exampleNamespace = "configmap-attacher"
 )
 
@@ -29,7 +30,7 @@ const controllerExampleHeader = `# configmap-attacher controller: the watcher th
 #
 # Generated from charts/configmap-attacher with its default values by test/chart
 # TestExamplesFollowChart (CMA_UPDATE=1 rewrites it); do not edit, change the chart:
-#   helm template configmap-attacher-controller charts/configmap-attacher \
+#   helm template configmap-attacher charts/configmap-attacher \
 #     -n configmap-attacher --skip-tests --no-hooks
 # with this Namespace first. Without the chart's pre-delete hook (applied by kubectl it would run
 # at once): before deleting these objects, run configmap-attacher cleanup (docs/install.md#uninstall). The chart's values (charts/configmap-attacher/README.md) are the
@@ -158,7 +159,7 @@ func TestExamplesFollowChart(t *testing.T) {
 			t.Fatalf("controller-namespaced.yaml has no rule with list, watch, patch")
 		}
 		d := namespacedDrift(t, []byte(bad), chart, "app-a")
-		if len(d) != 1 || !strings.Contains(d[0], "Role configmap-attacher-controller: rules differ") {
+		if len(d) != 1 || !strings.Contains(d[0], "Role "+exampleRelease+": rules differ") {
 			t.Errorf("a removed verb: differences %q, want the Role's rules", d)
 		}
 	})

@@ -60,7 +60,7 @@ func TestSharedConfigLivesWhileAnyUserDoes(t *testing.T) {
 
 	// 2. The controller mode with leader election (examples/controller.yaml's Lease), and the
 	// step's identity bound to the chart's lease-reader Role (examples/controller.yaml).
-	lease := plugin.LeaseRef{Namespace: cluster.ControllerModeNamespace, Name: "configmap-attacher-controller"}
+	lease := plugin.LeaseRef{Namespace: cluster.ControllerModeNamespace, Name: "configmap-attacher"}
 	cp := e.ControllerMode("-leader-elect=true", "-leader-election-namespace", lease.Namespace, "-leader-election-id", lease.Name,
 		"-anchor-grace", "2s")
 	bindLeaseReader(t, e, lease)

@@ -248,9 +248,13 @@ func TestDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// doctor finds the install by examples/controller.yaml's Deployment (at 0 replicas: the
+	// controller runs as a local process below, with the binary's default Lease name, which is
+	// the one the example's args name).
+	exampleDeployment(t, c, cs)
 	cp, err := cluster.StartController(bin, "doctor", filepath.Join(c.Dir, "controller-doctor.log"), time.Minute,
-		[]string{"POD_NAMESPACE=" + cluster.ControllerModeNamespace}, "-kubeconfig", kc, // examples/controller.yaml's Lease name:
-		"-leader-election-id=configmap-attacher-controller", "-leader-election-lease-duration=3s", "-leader-election-renew-deadline=2s", "-leader-election-retry-period=500ms")
+		[]string{"POD_NAMESPACE=" + cluster.ControllerModeNamespace}, "-kubeconfig", kc,
+		"-leader-election-lease-duration=3s", "-leader-election-renew-deadline=2s", "-leader-election-retry-period=500ms")
 	t.Cleanup(cp.Stop)
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +266,7 @@ func TestDoctor(t *testing.T) {
 	out := expect(t, bin, admin, 0, args, "0 error(s), 0 warning(s)")
 	t.Logf("healthy (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
 	for _, w := range []string{"OK      step/location", "OK      step/pod-security", "enforce=restricted admits", "OK      rbac/step", "OK      rbac/controller",
+		"OK      controller/install     Deployment configmap-attacher/configmap-attacher", "OK      controller/lease       Lease configmap-attacher/configmap-attacher",
 		"OK      controller/lease", "OK      controller/metrics", "2 revisioned ConfigMap(s)/Secret(s)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("healthy output lacks %q", w)
@@ -409,6 +414,39 @@ func TestDoctor(t *testing.T) {
 	out = expect(t, bin, admin, 1, args, "2 error(s)", "ERROR   controller/lease", "but expired", "fix: the leader cannot renew",
 		"ERROR   controller/metrics", "does not answer")
 	t.Logf("%s", firstErrors(out))
+}
+
+// exampleDeployment creates examples/controller.yaml's Deployment at 0 replicas (removed when
+// the test ends, so that later tests find only their own installs).
+func exampleDeployment(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "examples", "controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---") {
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		zero := int32(0)
+		d.Spec.Replicas = &zero
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cs.AppsV1().Deployments(d.Namespace).Create(ctx, &d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = cs.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{})
+		})
+		return
+	}
+	t.Fatal("examples/controller.yaml has no Deployment")
 }
 
 // stepRolloutYAML is Rollout api whose first canary step is the plugin with config (JSON). No

@@ -150,6 +150,7 @@ tests:
 	for _, a := range []authorizationv1.ResourceAttributes{
 		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 		{Verb: "list", Group: "apps", Resource: "replicasets", Namespace: appNS},
+		{Verb: "list", Group: "apps", Resource: "deployments", Namespace: rel},
 		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: rel, Name: "cma-configmap-attacher"},
 	} {
 		if err := cluster.WaitForAccess(ctx, cs, user, a); err != nil {
@@ -159,7 +160,7 @@ tests:
 	imp := rest.CopyConfig(c.AdminConfig)
 	imp.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + rel, "system:authenticated"}}
 	kc := c.WriteKubeconfig(t, imp)
-	out := expect(t, bin, kc, 0, hookArgs, "0 error(s)", "OK      rbac/controller", "OK      controller/lease", "OK      controller/metrics", "OK      objects")
+	out := expect(t, bin, kc, 0, hookArgs, "0 error(s)", "OK      controller/install     Deployment "+rel+"/cma-configmap-attacher", "OK      rbac/controller", "OK      controller/lease", "OK      controller/metrics", "OK      objects")
 	t.Logf("as %s:\n%s", user, out)
 	// Planted: without the hook's Lease grant the same run fails, naming the grant.
 	if err := cluster.Kubectl(c, "-n", rel, "delete", "rolebinding", sa+"-lease"); err != nil {
@@ -167,6 +168,12 @@ tests:
 	}
 	out = expect(t, bin, kc, 1, hookArgs, "ERROR   controller/lease", "forbidden", "grant the identity running doctor get on leases")
 	t.Logf("without the Lease grant:\n%s", firstErrors(out))
+	// Planted: without the discovery grant doctor cannot find the release, and says so.
+	if err := cluster.Kubectl(c, "-n", rel, "delete", "rolebinding", sa+"-discovery"); err != nil {
+		t.Fatal(err)
+	}
+	out = expect(t, bin, kc, 1, hookArgs, "ERROR   controller/install", "cannot list them", "grant the identity running doctor list on deployments.apps")
+	t.Logf("without the discovery grant:\n%s", firstErrors(out))
 	kubectlStdin(t, c, []byte(strings.Join(rbac, "\n---\n")), "delete", "--ignore-not-found", "-f", "-")
 
 	// 3. A real `helm test`.

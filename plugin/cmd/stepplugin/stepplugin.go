@@ -120,6 +120,18 @@ func (o *stepPluginOptions) validate() []string {
 	return problems
 }
 
+// configureLogger gives the plugin's logger its level and the format the Argo Rollouts
+// controller's go-plugin log reader expects, and makes it klog's backend: client-go's own lines
+// too go to the plugin's stderr, which the controller reads, in the same format.
+func configureLogger(log *logrus.Logger, o stepPluginOptions) error {
+	if err := cli.ConfigureLogger(log, o.LogLevel, o.LogFormat); err != nil {
+		return fmt.Errorf("configuring the log: %w", err)
+	}
+	log.SetFormatter(rpc.LogFormatter(o.LogFormat))
+	cli.RouteKlog(log)
+	return nil
+}
+
 // Main reads the args and serves until the controller stops the plugin; it returns 2 for bad
 // args (the reason on Stderr, which the controller logs) and 0 after serving.
 func (c *Command) Main(args []string) int {
@@ -130,11 +142,10 @@ func (c *Command) Main(args []string) int {
 		log.Error(err)
 		return cli.ExitUsage
 	}
-	if err := cli.ConfigureLogger(log, o.LogLevel, o.LogFormat); err != nil { // validated: cannot fail
+	if err := configureLogger(log, o); err != nil { // validated: cannot fail
 		log.Error(err)
 		return cli.ExitUsage
 	}
-	log.SetFormatter(rpc.LogFormatter(o.LogFormat))
 	entry := log.WithField("plugin", "configmap-attacher")
 	client := plugin.LazyClient(o.Client)
 	// Events are sent in the background: a step's latency does not include them.

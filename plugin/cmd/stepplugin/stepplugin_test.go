@@ -2,9 +2,14 @@ package stepplugin
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
@@ -78,5 +83,33 @@ func TestStepPluginArgsEveryProblem(t *testing.T) {
 	stderr.Reset()
 	if _, err := parseStepArgs([]string{"--log-level", "debug"}, &stderr); err != nil || stderr.Len() != 0 {
 		t.Errorf("valid args: %v, stderr %q", err, stderr.String())
+	}
+}
+
+// client-go's klog lines reach the plugin's stderr through its logger, in its format (JSON
+// with --log-format json), marked logger=client-go; nothing else of klog's is written.
+func TestKlogRoutedToPluginStderr(t *testing.T) {
+	defer klog.ClearLogger()
+	var errb bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&errb)
+	o, err := parseStepArgs([]string{"--log-format", "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := configureLogger(log, o); err != nil {
+		t.Fatal(err)
+	}
+	klog.InfoS("attempting to acquire leader lease", "lease", "ns/x")
+	klog.ErrorS(errors.New("forbidden"), "Failed to watch")
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines:\n%s", errb.String())
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["logger"] != "client-go" {
+			t.Errorf("not a JSON line from client-go (%v): %s", err, l)
+		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 // in examples/controller.yaml.
 const (
 	ControllerModeNamespace      = "configmap-attacher"
-	ControllerModeServiceAccount = "configmap-attacher-controller"
+	ControllerModeServiceAccount = "configmap-attacher"
 )
 
 // ControllerModeIdentity applies the RBAC of examples/controller.yaml (everything but the
