@@ -31,9 +31,9 @@ import (
 //     step's identity may get that Lease: the step attaches its own ReplicaSet and leaves worker
 //     to the controller, which makes each of worker's new ReplicaSets an owner as worker rolls
 //     past its history limit.
-//  3. The Rollout moves on (its ReplicaSet is deleted): the ConfigMap stays, worker's current
-//     ReplicaSet still uses it. Once worker is gone too (no user left), the garbage collector
-//     deletes it.
+//  3. The Rollout moves on (its template to other config, its ReplicaSet deleted): the
+//     ConfigMap stays, worker's current ReplicaSet still uses it. Once worker is gone too (no
+//     user left), the garbage collector deletes it.
 func TestSharedConfigLivesWhileAnyUserDoes(t *testing.T) {
 	c := realapi.Shared(t)
 	e := realapi.NewEnv(t, c)
@@ -104,7 +104,17 @@ func TestSharedConfigLivesWhileAnyUserDoes(t *testing.T) {
 	}
 	e.StillThere("cm", "app-config", time.Second)
 
-	// 3. The Rollout moves on: its ReplicaSet goes; the ConfigMap stays for worker.
+	// 3. The Rollout moves on: its template uses other config (so its anchor no longer stands
+	// for app-config) and its ReplicaSet goes; the ConfigMap stays for worker.
+	e.ConfigMap("app-config-2")
+	moved, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Get(realapi.Ctx(t), ro.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.Spec.Template.Spec = realapi.PodSpec([]string{"app-config-2"}, nil)
+	if _, err := e.Rollouts.ArgoprojV1alpha1().Rollouts(e.NS).Update(realapi.Ctx(t), moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.DeleteRS(roRS)
 	e.StillThere("cm", "app-config", 3*time.Second)
 	if uids, _, _ := e.OwnerUIDs("cm", "app-config"); !uids[string(current.UID)] {
