@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -108,6 +109,11 @@ type world struct {
 	groups []*group
 	// created: every opted-in object the soak created, with what it was created with.
 	created map[string]*tracked
+	// kinds: the every-kind namespace (nil: none).
+	kinds *kinds
+	// deliberate: objects the soak itself deleted (kubectl delete -f of a workload's
+	// manifests), key -> time.Time: not the early deletions invariant 8 looks for.
+	deliberate sync.Map
 }
 
 // tracked is the content an object was created with (invariant 4).
@@ -445,6 +451,9 @@ func (wd *world) deleteWorkload(w *workload) (types.UID, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	now := time.Now()
+	wd.deliberate.Store(objKey(w.ns, "ConfigMap", w.cm), now)
+	wd.deliberate.Store(objKey(w.ns, "Secret", w.sec), now)
 	if err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, w.cm, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return uid, err
 	}
@@ -496,23 +505,29 @@ func (wd *world) inGit(ns string) map[string]bool {
 			keep["ConfigMap/"+g.cm], keep["Secret/"+g.sec] = true, true
 		}
 	}
+	if wd.kinds != nil && wd.kinds.ns == ns {
+		wd.kinds.inGit(keep)
+	}
 	return keep
 }
 
 // prune is the GitOps prune: every labelled object without owner references that the
 // current manifests of the namespace do not contain is deleted. It returns what it deleted.
-func (wd *world) prune(w *workload) ([]string, error) {
+func (wd *world) prune(w *workload) ([]string, error) { return wd.pruneNS(w.ns) }
+
+// pruneNS is the GitOps prune of namespace ns.
+func (wd *world) pruneNS(ns string) ([]string, error) {
 	ctx := nowCtx()
-	keep := wd.inGit(w.ns)
+	keep := wd.inGit(ns)
 	sel := cluster.LabelRevisioned + "=true"
 	var deleted []string
-	cms, err := wd.kube.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	cms, err := wd.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, err
 	}
 	for _, cm := range cms.Items {
 		if !keep["ConfigMap/"+cm.Name] && len(cm.OwnerReferences) == 0 {
-			err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
+			err := wd.kube.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "ConfigMap/"+cm.Name)
 			} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -520,13 +535,13 @@ func (wd *world) prune(w *workload) ([]string, error) {
 			}
 		}
 	}
-	secs, err := wd.kube.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	secs, err := wd.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return deleted, err
 	}
 	for _, s := range secs.Items {
 		if !keep["Secret/"+s.Name] && len(s.OwnerReferences) == 0 {
-			err := wd.kube.CoreV1().Secrets(w.ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.ResourceVersion}})
+			err := wd.kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "Secret/"+s.Name)
 			} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
