@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
@@ -106,6 +107,9 @@ type monitor struct {
 	users           *users
 	unused          map[string]*window
 	unusedCollected []time.Duration
+	// checks are the invariant 8 checks running; closed: no new one starts (the run is over).
+	checks sync.WaitGroup
+	closed atomic.Bool
 }
 
 type reaction struct {
@@ -181,7 +185,14 @@ func (m *monitor) watch(stop <-chan struct{}) {
 				if x == nil || !soakNS(x.meta.Namespace) || !x.optedIn() {
 					return
 				}
-				go m.objectDeleted(x, rv(x.meta.ResourceVersion))
+				if m.closed.Load() {
+					return
+				}
+				m.checks.Add(1)
+				go func() {
+					defer m.checks.Done()
+					m.objectDeleted(x, rv(x.meta.ResourceVersion))
+				}()
 			},
 		}
 	}

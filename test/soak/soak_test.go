@@ -348,6 +348,8 @@ func TestSoak(t *testing.T) {
 	quiet := s.final()
 	close(stop)
 	<-monDone
+	s.mon.closed.Store(true)
+	s.mon.checks.Wait()
 	for _, r := range s.replicas {
 		r.shutdown()
 	}

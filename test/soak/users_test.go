@@ -86,6 +86,13 @@ func (us *users) observe(kind string, meta *metav1.ObjectMeta, spec *corev1.PodS
 	us.by[meta.UID] = &userRec{kind: kind, ns: meta.Namespace, name: meta.Name, uid: meta.UID, gen: meta.Generation, since: rv(meta.ResourceVersion), refs: refs}
 }
 
+// counts returns checked and candidates.
+func (us *users) counts() (checked, candidates int) {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	return us.checked, us.candidates
+}
+
 func (us *users) forget(uid types.UID) {
 	us.mu.Lock()
 	delete(us.by, uid)
@@ -334,23 +341,22 @@ func (m *monitor) controllerLive(ctx context.Context, ns string, ref *metav1.Own
 // --- invariant 9 ---
 
 // leakBound is invariant 9's bound for an object no user has referenced since from: the
-// anchor grace plus leakSlack, counted from the last controller-mode leader change if later
-// (a new leader starts the grace of a gone workload again), apiserver downtime not counted.
-func (s *soak) leakBound(from, now time.Time) (time.Time, time.Duration) {
-	start := from
+// anchor grace plus leakSlack plus the time the controller mode had no leader, apiserver
+// downtime not counted. For an anchor whose workload is gone it is counted from the last
+// controller-mode leader change if later (a new leader starts the grace of a gone workload
+// again); start is where it is counted from.
+func (s *soak) leakBound(from, now time.Time, workloadGone bool) (start time.Time, bound time.Duration) {
+	start = from
 	s.mu.Lock()
-	for _, c := range s.leaderChanges {
-		if c.After(start) && c.Before(now) {
-			start = c
+	defer s.mu.Unlock()
+	if workloadGone {
+		for _, c := range s.leaderChanges {
+			if c.After(start) && c.Before(now) {
+				start = c
+			}
 		}
 	}
-	for _, iv := range s.leaderless {
-		if e := iv.end(now); e.After(start) {
-			start = e
-		}
-	}
-	s.mu.Unlock()
-	return start, anchorGrace + leakSlack
+	return start, anchorGrace + leakSlack + overlap(s.leaderless, start, now)
 }
 
 // usersOf computes, for one snapshot, the objects referenced by anything that exists: a
@@ -406,8 +412,10 @@ func (m *monitor) checkLeaks9(snap *snapshot, now time.Time) {
 			m.unused[key] = &window{key: key, from: now}
 			continue
 		}
-		start, bound := m.s.leakBound(w.from, now)
-		if !w.reported && m.s.effective(start, now) > bound {
+		if w.reported {
+			continue
+		}
+		if start, bound := m.s.leakBound(w.from, now, false); m.s.effective(start, now) > bound {
 			due = append(due, o)
 		}
 	}
@@ -432,6 +440,7 @@ func (m *monitor) confirmUnusedLeak(o *obj) {
 		return
 	}
 	var anchors []string
+	gone := false // the workload of one of the anchors is gone
 	for _, ref := range meta.OwnerReferences {
 		exists, anchor := m.ownerExists(ctx, o.meta.Namespace, ref)
 		if !exists {
@@ -441,22 +450,52 @@ func (m *monitor) confirmUnusedLeak(o *obj) {
 			return // a user owns it: the lists were stale
 		}
 		anchors = append(anchors, ref.Name)
+		if cr, err := m.s.kube.AppsV1().ControllerRevisions(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			kind, name, _ := strings.Cut(cr.Annotations[plugin.AnchorWorkloadAnnotation], "/")
+			if !m.workloadExists(ctx, kind, o.meta.Namespace, name) {
+				gone = true
+			}
+		}
 	}
 	if len(anchors) == 0 {
 		return // every owner gone: the garbage collector's (invariant 3)
 	}
 	m.mu.Lock()
 	w := m.unused[o.key()]
-	var from time.Time
-	if w != nil {
-		w.reported = true
-		from = w.from
-	}
 	m.mu.Unlock()
-	start, bound := m.s.leakBound(from, time.Now())
+	if w == nil {
+		return
+	}
+	start, bound := m.s.leakBound(w.from, time.Now(), gone)
+	if m.s.effective(start, time.Now()) <= bound {
+		return // a new leader started the grace of the gone workload again
+	}
+	m.mu.Lock()
+	w.reported = true
+	from := w.from
+	m.mu.Unlock()
 	m.violation(9, "leak "+o.key()+" "+string(o.meta.UID), fmt.Sprintf("%s: no workload, ReplicaSet, revision or Pod has referenced it since +%.1fs, yet the anchor(s) %s still own it %v later (bound %v: anchor grace %v + %v, counted from +%.1fs; owners %s)",
 		o.key(), from.Sub(m.s.start).Seconds(), strings.Join(anchors, ", "), m.s.effective(from, time.Now()).Round(time.Second), bound, anchorGrace, leakSlack,
 		start.Sub(m.s.start).Seconds(), refsString(meta.OwnerReferences)))
+}
+
+// workloadExists reports whether workload kind/name exists in ns (an error other than
+// NotFound counts as existing).
+func (m *monitor) workloadExists(ctx context.Context, kind, ns, name string) bool {
+	var err error
+	switch kind {
+	case "Rollout":
+		_, err = m.s.wd.ro.ArgoprojV1alpha1().Rollouts(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Deployment":
+		_, err = m.s.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case "StatefulSet":
+		_, err = m.s.kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "DaemonSet":
+		_, err = m.s.kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "CronJob":
+		_, err = m.s.kube.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	return !apierrors.IsNotFound(err)
 }
 
 func (m *monitor) getObjectMeta(ctx context.Context, ns, kind, name string) (metav1.ObjectMeta, error) {
