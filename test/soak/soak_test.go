@@ -521,21 +521,23 @@ func (s *soak) pick() (string, bool) {
 }
 
 // kindsEvery: every kindsEvery-th operation is one of kindsOps, in turn (so that even the
-// short soak runs each of them).
+// short soak runs each of them); a deferred one comes again at the next turn.
 const kindsEvery = 4
 
 // loop runs random operations until the duration is over.
 func (s *soak) loop() {
 	deadline := s.start.Add(s.duration)
 	var throttleEnd time.Time
+	next := 0 // the next of kindsOps; it moves on once one was applied (not deferred)
 	for n := 0; time.Now().Before(deadline); n++ {
 		if !throttleEnd.IsZero() && time.Now().After(throttleEnd) {
 			s.endThrottle()
 			throttleEnd = time.Time{}
 		}
 		kind, fault := s.pick()
-		if n%kindsEvery == kindsEvery-1 {
-			kind, fault = kindsOps[(n/kindsEvery)%len(kindsOps)], false
+		kindsTurn := n%kindsEvery == kindsEvery-1
+		if kindsTurn {
+			kind, fault = kindsOps[next%len(kindsOps)], false
 		}
 		if (kind == "throttle" || kind == "restartAPIServer") && os.Getenv("SOAK_NO_APISERVER_FAULTS") == "1" {
 			continue
@@ -560,6 +562,9 @@ func (s *soak) loop() {
 		}
 		if detail == "skip" {
 			continue
+		}
+		if kindsTurn && !strings.HasPrefix(detail, "deferred") {
+			next++
 		}
 		s.record(o)
 		time.Sleep(time.Duration(200+s.wd.rnd.Intn(1300)) * time.Millisecond)

@@ -654,6 +654,20 @@ func (wd *world) promote(w *workload) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A step plugin in Error at the current step is retried by the Rollouts controller: the
+	// soak's user waits for it rather than promote past it (a step promoted past keeps its
+	// Error status for good).
+	if c := ro.Status.Canary; ro.Spec.Strategy.Canary != nil && len(ro.Status.PauseConditions) == 0 {
+		idx := int32(0)
+		if ro.Status.CurrentStepIndex != nil {
+			idx = *ro.Status.CurrentStepIndex
+		}
+		for _, st := range c.StepPluginStatuses {
+			if st.Index == idx && st.Phase == v1alpha1.StepPluginPhaseError {
+				return fmt.Sprintf("step %d in Error (retried by the Rollouts controller): not promoted past it", idx), nil
+			}
+		}
+	}
 	patch := cluster.PromotePatch(ro)
 	if patch == "" {
 		return "nothing to promote", wd.unpause(ro)
