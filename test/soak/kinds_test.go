@@ -36,8 +36,12 @@ const (
 	kCronJob     = "CronJob"
 )
 
-// jobImage is the CronJob's image: the fake kubelet runs its pods to completion (/bin/true).
-const jobImage = "registry.invalid/soak-job"
+// jobImage is the CronJob's image: the fake kubelet runs its pods to completion (/bin/sleep
+// with the container's args), jobRun long.
+const (
+	jobImage = "registry.invalid/soak-job"
+	jobRun   = 20 * time.Second
+)
 
 // nodeName is the one Node (Ready, untainted): the DaemonSet runs a pod for it.
 const nodeName = "soak-node"
@@ -118,7 +122,10 @@ func (k *kinds) podTemplate(w *kworkload) corev1.PodTemplateSpec {
 			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}},
 	}
 	if w.kind == kCronJob {
+		// The fake kubelet runs it as `sleep 20`: a Job runs for 20 s, long enough for the
+		// jobTemplate to move on under it.
 		t.Spec.RestartPolicy = corev1.RestartPolicyNever
+		t.Spec.Containers[0].Args = []string{strconv.Itoa(int(jobRun / time.Second))}
 	}
 	return t
 }
@@ -502,8 +509,9 @@ func (s *soak) kindsOp(kind string) (detail, target string, err error) {
 		if kind == "cronTemplate" || s.wd.rnd.Float64() < 0.5 {
 			detail = k.nextRevision(w)
 			if kind == "cronTemplate" {
-				w.ttl = s.wd.rnd.Float64() < 0.5
-				detail += fmt.Sprintf("; ttlSecondsAfterFinished %v", w.ttl)
+				// Every other jobTemplate has ttlSecondsAfterFinished 5.
+				w.ttl = !w.ttl
+				detail += fmt.Sprintf("; ttlSecondsAfterFinished: %v", w.ttl)
 			}
 		} else {
 			w.image++

@@ -395,8 +395,8 @@ func (s *soak) setup(n int) {
 		t.Fatal(err)
 	}
 	s.kubelet = cluster.StartFakeKubelet(s.kube)
-	// The CronJob's Jobs run to completion.
-	s.kubelet.RunImage(jobImage, cluster.PodRunner{Binary: "/bin/true", LogDir: filepath.Join(s.c.Dir, "runs"),
+	// The CronJob's Jobs run to completion (sleep jobRun).
+	s.kubelet.RunImage(jobImage, cluster.PodRunner{Binary: "/bin/sleep", LogDir: filepath.Join(s.c.Dir, "runs"),
 		Kubeconfig: func(context.Context, string, string) (string, error) { return s.c.KubeconfigPath, nil }})
 	s.rollouts, err = cluster.StartRolloutsController(s.c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: s.bin,
 		PluginArgs: []string{"--require-opt-in"}})
