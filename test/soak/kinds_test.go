@@ -150,24 +150,24 @@ func (wd *world) applyKindsConfig(k *kinds, w *kworkload) error {
 		return err
 	}
 	secData := map[string]string{"TOKEN": "token of " + w.sec}
-	_, err := wd.kube.CoreV1().Secrets(k.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().Secrets(k.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", w.sec, err)
 	}
 	if err == nil {
-		wd.track(&tracked{key: objKey(k.ns, "Secret", w.sec), data: secData, labels: l})
+		wd.track(&tracked{uid: created.UID, key: objKey(k.ns, "Secret", w.sec), data: secData, labels: l})
 	}
 	return nil
 }
 
 func (wd *world) createConfigMap(ctx context.Context, ns, name string, l map[string]string) error {
 	data := map[string]string{"app.conf": "config of " + name}
-	_, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}, Data: data}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}, Data: data}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", name, err)
 	}
 	if err == nil {
-		wd.track(&tracked{key: objKey(ns, "ConfigMap", name), data: data, labels: l})
+		wd.track(&tracked{uid: created.UID, key: objKey(ns, "ConfigMap", name), data: data, labels: l})
 	}
 	return nil
 }

@@ -608,7 +608,9 @@ func (m *monitor) tick() error {
 	}
 	// Invariants 4 and 5 (controller: true), and 3 (collected once the owners are gone).
 	for key, o := range snap.objs {
-		if tr := m.s.tracked(key); tr != nil {
+		// Compared with what this very object (UID) was created with: the list may show one
+		// that was deleted and created again since.
+		if tr := m.s.tracked(key); tr != nil && tr.uid == o.meta.UID {
 			if !reflect.DeepEqual(tr.data, o.data) {
 				m.violation(4, "data "+key, fmt.Sprintf("%s: data changed: %v → %v", key, tr.data, o.data))
 			}

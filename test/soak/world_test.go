@@ -118,7 +118,8 @@ type world struct {
 
 // tracked is the content an object was created with (invariant 4).
 type tracked struct {
-	key         string // ns/Kind/name
+	uid         types.UID // the object created (one deleted and created again is another)
+	key         string    // ns/Kind/name
 	data        map[string]string
 	labels      map[string]string
 	annotations map[string]string
@@ -205,20 +206,20 @@ func (wd *world) applyConfig(w *workload) error {
 	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: w.name, labelSoak: strconv.Itoa(w.rev)}
 	ctx := nowCtx()
 	cmData := map[string]string{"app.conf": "config of " + w.cm}
-	_, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", w.cm, err)
 	}
 	if err == nil {
-		wd.created[objKey(w.ns, "ConfigMap", w.cm)] = &tracked{key: objKey(w.ns, "ConfigMap", w.cm), data: cmData, labels: l}
+		wd.created[objKey(w.ns, "ConfigMap", w.cm)] = &tracked{uid: created.UID, key: objKey(w.ns, "ConfigMap", w.cm), data: cmData, labels: l}
 	}
 	secData := map[string]string{"TOKEN": "token of " + w.sec}
-	_, err = wd.kube.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
+	createdSec, err := wd.kube.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", w.sec, err)
 	}
 	if err == nil {
-		wd.created[objKey(w.ns, "Secret", w.sec)] = &tracked{key: objKey(w.ns, "Secret", w.sec), data: secData, labels: l}
+		wd.created[objKey(w.ns, "Secret", w.sec)] = &tracked{uid: createdSec.UID, key: objKey(w.ns, "Secret", w.sec), data: secData, labels: l}
 	}
 	return nil
 }
@@ -282,10 +283,11 @@ func (wd *world) setupNamespace(ns string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	staticData := map[string]string{"STATIC": "shared, static, unlabelled"}
-	if _, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{}); err != nil {
+	created, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{})
+	if err != nil {
 		return err
 	}
-	wd.created[objKey(ns, "ConfigMap", staticName)] = &tracked{key: objKey(ns, "ConfigMap", staticName), data: staticData, static: true}
+	wd.created[objKey(ns, "ConfigMap", staticName)] = &tracked{uid: created.UID, key: objKey(ns, "ConfigMap", staticName), data: staticData, static: true}
 	return nil
 }
 
@@ -334,21 +336,21 @@ func (wd *world) applyGroupConfig(g *group) error {
 	ctx := nowCtx()
 	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: "shared", labelSoak: strconv.Itoa(g.rev)}
 	cmData := map[string]string{"shared.conf": "config of " + g.cm}
-	_, err := wd.kube.CoreV1().ConfigMaps(g.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().ConfigMaps(g.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", g.cm, err)
 	}
 	if err == nil {
-		wd.created[objKey(g.ns, "ConfigMap", g.cm)] = &tracked{key: objKey(g.ns, "ConfigMap", g.cm), data: cmData, labels: l}
+		wd.created[objKey(g.ns, "ConfigMap", g.cm)] = &tracked{uid: created.UID, key: objKey(g.ns, "ConfigMap", g.cm), data: cmData, labels: l}
 	}
 	sl := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: g.sts, labelSoak: "1"}
 	secData := map[string]string{"CACHE": "token of " + g.sec}
-	_, err = wd.kube.CoreV1().Secrets(g.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: g.sec, Labels: sl}, StringData: secData}, metav1.CreateOptions{})
+	createdSec, err := wd.kube.CoreV1().Secrets(g.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: g.sec, Labels: sl}, StringData: secData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", g.sec, err)
 	}
 	if err == nil {
-		wd.created[objKey(g.ns, "Secret", g.sec)] = &tracked{key: objKey(g.ns, "Secret", g.sec), data: secData, labels: sl}
+		wd.created[objKey(g.ns, "Secret", g.sec)] = &tracked{uid: createdSec.UID, key: objKey(g.ns, "Secret", g.sec), data: secData, labels: sl}
 	}
 	return nil
 }
