@@ -432,7 +432,7 @@ func createNode(ctx context.Context, cs kubernetes.Interface) error {
 			LastHeartbeatTime: now, LastTransitionTime: now}},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("Node status: %w", err)
+		return fmt.Errorf("status of the Node: %w", err)
 	}
 	return nil
 }

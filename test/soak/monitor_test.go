@@ -107,6 +107,9 @@ type monitor struct {
 	users           *users
 	unused          map[string]*window
 	unusedCollected []time.Duration
+	// lateWrites: updates with nothing changed that the watch delivered lateDelivery or more
+	// after the write (invariant 5 does not judge them).
+	lateWrites []string
 	// checks are the invariant 8 checks running; closed: no new one starts (the run is over).
 	checks sync.WaitGroup
 	closed atomic.Bool
@@ -168,9 +171,22 @@ func (m *monitor) watch(stop <-chan struct{}) {
 				m.writes++
 				m.mu.Unlock()
 				m.ownersAdded(b, a.meta.OwnerReferences)
-				if reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
+				same := reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
 					reflect.DeepEqual(a.meta.Annotations, b.meta.Annotations) && reflect.DeepEqual(a.data, b.data) &&
-					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil) {
+					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil)
+				// A write this watch sees long after it was made (the newest managedFields time,
+				// 1 s resolution) came after a gap in the watch (its reflector relisted once it
+				// could watch again): the versions in between may be missed, so that a change and
+				// its reversal (an owner added and removed by the garbage collector) look like one
+				// write that changed nothing. Counted, not judged.
+				if last := newestManaged(b.meta.ManagedFields); same && !last.IsZero() && time.Since(last) > lateDelivery {
+					m.mu.Lock()
+					m.lateWrites = append(m.lateWrites, fmt.Sprintf("%s resourceVersion %s → %s, written %v before the watch delivered it",
+						b.key(), a.meta.ResourceVersion, b.meta.ResourceVersion, time.Since(last).Round(time.Second)))
+					m.mu.Unlock()
+					same = false
+				}
+				if same {
 					m.violation(5, "rewrite "+b.key()+" "+b.meta.ResourceVersion, fmt.Sprintf("%s rewritten with nothing changed (resourceVersion %s → %s; managers %s)",
 						b.key(), a.meta.ResourceVersion, b.meta.ResourceVersion, managers(b.meta.ManagedFields)))
 				}
@@ -212,6 +228,21 @@ func (m *monitor) watch(stop <-chan struct{}) {
 	}))
 	m.watchUsers(f, stop)
 	f.Start(stop)
+}
+
+// lateDelivery: an update the watch delivers this long after the write (its newest
+// managedFields time) came after a gap in the watch.
+const lateDelivery = 15 * time.Second
+
+// newestManaged is the newest time among the managedFields entries (zero: none).
+func newestManaged(mf []metav1.ManagedFieldsEntry) time.Time {
+	var t time.Time
+	for _, e := range mf {
+		if e.Time != nil && e.Time.After(t) {
+			t = e.Time.Time
+		}
+	}
+	return t
 }
 
 func secretData(s *corev1.Secret) map[string]string {

@@ -33,7 +33,7 @@ const anchorGrace = 15 * time.Second
 // resync, and the garbage collector.
 const leakSlack = 30 * time.Second
 
-// templateKinds are the kinds whose pod template a spec change replaces (their generation
+// mutableKinds are the kinds whose pod template a spec change replaces (their generation
 // tells whether it changed); a ReplicaSet's, a Job's and a Pod's are fixed at creation.
 var mutableKinds = map[string]bool{"Deployment": true, "Rollout": true, "StatefulSet": true, "DaemonSet": true, "CronJob": true}
 
