@@ -205,13 +205,14 @@ bench-scale: build
 	  CMA_BENCH_RESULTS=docs/controller-scale.json CMA_BENCH_SCALE_DOC=docs/controller.md CMA_BENCH_SCALE_CHART=docs/controller-scale.svg \
 	  go test ./test/bench/ -run '^$$' -bench '^BenchmarkControllerScale$$' -benchtime 1x -count 1 -timeout 150m -v
 
-## soak: the invariant soak (test/soak, issue 13): random rollout operations and faults (promote,
-## abort, undo, GitOps prunes, pod deletions, apps deleted and recreated, config shared by two
-## workloads and by a StatefulSet, Rollouts-controller and plugin kills, leader SIGKILL,
-## apiserver restarts and throttling) against the real control plane, the real Argo
-## Rollouts controller with the step plugin and the controller mode (2 replicas), invariants
-## checked every second (among them: no object deleted while a live workload of any kind
-## references it). Writes docs/soak.md. SOAK_DURATION (default 10m), SOAK_SEED (default: the time; replay with it),
+## soak: the invariant soak (test/soak): random rollout operations and faults (promote,
+## abort, undo, GitOps prunes, pod deletions, apps deleted and recreated or re-applied, config
+## shared by two workloads and by a StatefulSet, set image on Deployments sharing config,
+## StatefulSet, DaemonSet and CronJob template changes, CronJob runs, Job deletes and TTLs,
+## Rollouts-controller and plugin kills, leader SIGKILL, apiserver restarts and throttling)
+## against the real control plane, the real Argo Rollouts controller with the step plugin and
+## the controller mode (2 replicas), invariants checked every second (among them: no object
+## deleted while a live user of any kind references it, none left once nothing uses it). Writes docs/soak.md. SOAK_DURATION (default 10m), SOAK_SEED (default: the time; replay with it),
 ## SOAK_ROLLOUTS (workloads, default 5). `make test` runs it for 60 s (report in bin/soak/).
 SOAK_DURATION ?= 10m
 SOAK_SEED ?= $(shell date +%s)

@@ -1,10 +1,13 @@
-// Package soak is the invariant soak (issue 13): random, weighted rollout operations and
-// injected faults against the real control plane (test/support/cluster), the real Argo Rollouts
-// controller with the step plugin and `configmap-attacher controller` (2 replicas with leader
-// election), with the ownership invariants checked every second and again once quiet. Besides
-// the SOAK_ROLLOUTS workloads (one namespace each) there is a shared-config namespace: a step
+// Package soak is the invariant soak: random, weighted rollout operations and injected faults
+// against the real control plane (test/support/cluster), the real Argo Rollouts controller with
+// the step plugin and `configmap-attacher controller` (2 replicas with leader election), with
+// the ownership invariants checked every second and again once quiet. Besides the
+// SOAK_ROLLOUTS workloads (one namespace each) there is a shared-config namespace: a step
 // Rollout and a Deployment sharing an opted-in ConfigMap, and a StatefulSet sharing an opted-in
-// Secret with the Rollout; operations include delete-and-recreate of a workload.
+// Secret with the Rollout; and an every-kind namespace: two Deployments sharing an opted-in
+// ConfigMap, a StatefulSet, a DaemonSet and a CronJob with its Jobs (kinds_test.go).
+// Operations include delete-and-recreate and delete-and-re-apply of a workload; invariants 8
+// (no early deletion) and 9 (no leak) are users_test.go.
 //
 //	make soak                              # 10 minutes, writes docs/soak.md
 //	SOAK_SEED=7 SOAK_DURATION=3m make soak # replay a seed

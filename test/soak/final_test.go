@@ -41,6 +41,12 @@ func (s *soak) final() *quietResult {
 	q := &quietResult{}
 	t0 := time.Now()
 	s.note("operations stopped; waiting for quiet")
+	// The CronJob is suspended: no Job starts (and gains owners) while quiet.
+	if s.kinds != nil {
+		if err := s.suspendCron(); err != nil {
+			s.note("suspending the CronJob: %v", err)
+		}
+	}
 	// A leader, and the ReplicaSets stable (no add or delete) for 10 s.
 	deadline := time.Now().Add(90 * time.Second)
 	for s.leader() == nil && time.Now().Before(deadline) {
@@ -92,17 +98,16 @@ func (s *soak) final() *quietResult {
 	q.rvChecked = len(before)
 	live := map[types.UID]bool{}
 	if snap, err := s.mon.list(nowCtx()); err == nil {
-		for _, rs := range snap.rss {
-			live[rs.UID] = true
-		}
+		live = snap.alive
 	}
 	for k, v := range before {
 		a, ok := after[k]
 		if !ok || a.rv == v.rv {
 			continue
 		}
-		// The garbage collector removing references to ReplicaSets that are gone is the one
-		// write expected with nothing running (late, after an apiserver restart).
+		// The garbage collector removing references to owners that are gone (ReplicaSets,
+		// Jobs deleted by their TTL, anchors whose grace ran out) is the one write expected
+		// with nothing running.
 		var added, removedLive []string
 		removed := 0
 		for uid, name := range a.uids {
@@ -120,7 +125,7 @@ func (s *soak) final() *quietResult {
 		}
 		switch {
 		case len(removedLive) > 0:
-			s.addViolation(5, fmt.Sprintf("%s: owner references to live ReplicaSets %v removed while nothing ran (resourceVersion %s → %s, owners %s → %s; managers %s)",
+			s.addViolation(5, fmt.Sprintf("%s: owner references to live owners %v removed while nothing ran (resourceVersion %s → %s, owners %s → %s; managers %s)",
 				k, removedLive, v.rv, a.rv, v.owners, a.owners, a.managers))
 		case removed > 0 && len(added) == 0:
 			q.gcCleanups++
@@ -167,6 +172,11 @@ func (s *soak) rsFingerprint() string {
 	var parts []string
 	for _, rs := range snap.rss {
 		parts = append(parts, fmt.Sprintf("%s/%v", rs.UID, rs.DeletionTimestamp != nil))
+	}
+	for _, w := range snap.workloads {
+		if w.kind == "Job" {
+			parts = append(parts, fmt.Sprintf("%s/%v", w.uid, w.live))
+		}
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
@@ -99,6 +100,19 @@ type monitor struct {
 	objAdded  map[string]time.Time
 	reactions []reaction
 	writes    int // ConfigMap/Secret updates seen
+
+	// users: invariant 8's record of who references what; unused: invariant 9's windows (an
+	// opted-in object that had an owner and that nothing references), unusedCollected how long
+	// those that went took (apiserver downtime not counted).
+	users           *users
+	unused          map[string]*window
+	unusedCollected []time.Duration
+	// lateWrites: updates with nothing changed that the watch delivered lateDelivery or more
+	// after the write (invariant 5 does not judge them).
+	lateWrites []string
+	// checks are the invariant 8 checks running; closed: no new one starts (the run is over).
+	checks sync.WaitGroup
+	closed atomic.Bool
 }
 
 type reaction struct {
@@ -114,7 +128,7 @@ type reaction struct {
 func newMonitor(s *soak) *monitor {
 	return &monitor{s: s, unowned: map[string]*window{}, missingOwner: map[string]*window{}, missing: map[string]int{}, gone: map[string]int{},
 		orphaned: map[string]*window{}, hadOwner: map[string]bool{}, reported: map[string]bool{},
-		rsAdded: map[types.UID]time.Time{}, objAdded: map[string]time.Time{}}
+		rsAdded: map[types.UID]time.Time{}, objAdded: map[string]time.Time{}, users: &users{by: map[types.UID]*userRec{}}, unused: map[string]*window{}}
 }
 
 func soakNS(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }
@@ -157,12 +171,44 @@ func (m *monitor) watch(stop <-chan struct{}) {
 				m.writes++
 				m.mu.Unlock()
 				m.ownersAdded(b, a.meta.OwnerReferences)
-				if reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
+				same := reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
 					reflect.DeepEqual(a.meta.Annotations, b.meta.Annotations) && reflect.DeepEqual(a.data, b.data) &&
-					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil) {
+					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil)
+				// A write this watch sees long after it was made (the newest managedFields time,
+				// 1 s resolution) came after a gap in the watch (its reflector relisted once it
+				// could watch again): the versions in between may be missed, so that a change and
+				// its reversal (an owner added and removed by the garbage collector) look like one
+				// write that changed nothing. Counted, not judged.
+				if last := newestManaged(b.meta.ManagedFields); same && !last.IsZero() && time.Since(last) > lateDelivery {
+					m.mu.Lock()
+					m.lateWrites = append(m.lateWrites, fmt.Sprintf("%s resourceVersion %s → %s, written %v before the watch delivered it",
+						b.key(), a.meta.ResourceVersion, b.meta.ResourceVersion, time.Since(last).Round(time.Second)))
+					m.mu.Unlock()
+					same = false
+				}
+				if same {
 					m.violation(5, "rewrite "+b.key()+" "+b.meta.ResourceVersion, fmt.Sprintf("%s rewritten with nothing changed (resourceVersion %s → %s; managers %s)",
 						b.key(), a.meta.ResourceVersion, b.meta.ResourceVersion, managers(b.meta.ManagedFields)))
 				}
+			},
+			// Invariant 8: a deletion of an opted-in object, checked against the users the
+			// watches saw referencing it before it.
+			DeleteFunc: func(o any) {
+				if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+					o = t.Obj
+				}
+				x := conv(o)
+				if x == nil || !soakNS(x.meta.Namespace) || !x.optedIn() {
+					return
+				}
+				if m.closed.Load() {
+					return
+				}
+				m.checks.Add(1)
+				go func() {
+					defer m.checks.Done()
+					m.objectDeleted(x, rv(x.meta.ResourceVersion))
+				}()
 			},
 		}
 	}
@@ -180,7 +226,23 @@ func (m *monitor) watch(stop <-chan struct{}) {
 		}
 		return &obj{meta: s.ObjectMeta, kind: "Secret", data: secretData(s)}
 	}))
+	m.watchUsers(f, stop)
 	f.Start(stop)
+}
+
+// lateDelivery: an update the watch delivers this long after the write (its newest
+// managedFields time) came after a gap in the watch.
+const lateDelivery = 15 * time.Second
+
+// newestManaged is the newest time among the managedFields entries (zero: none).
+func newestManaged(mf []metav1.ManagedFieldsEntry) time.Time {
+	var t time.Time
+	for _, e := range mf {
+		if e.Time != nil && e.Time.After(t) {
+			t = e.Time.Time
+		}
+	}
+	return t
 }
 
 func secretData(s *corev1.Secret) map[string]string {
@@ -281,6 +343,14 @@ type snapshot struct {
 	// blocked: the objects a live pod template that cannot own uses (StatefulSet, DaemonSet,
 	// Job, CronJob): the core leaves them alone, no owner is due.
 	blocked map[string]string
+	// pods and crs: every Pod and ControllerRevision; alive: the UIDs of the ReplicaSets,
+	// ControllerRevisions, Jobs and Pods that exist and are not being deleted (owners that keep
+	// an object); used: the objects a live user of any kind references (a live ReplicaSet, a
+	// live workload's current template, a live Job, a running Pod).
+	pods  []corev1.Pod
+	crs   []appsv1.ControllerRevision
+	alive map[types.UID]bool
+	used  map[string]bool
 }
 
 // workloadTpl is a workload of any kind as the monitor reads it.
@@ -370,7 +440,49 @@ func (m *monitor) list(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{objs: map[string]*obj{}, workloads: wls, controllers: map[string]types.UID{}, blocked: map[string]string{}}
+	pl, err := m.s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	crl, err := m.s.kube.AppsV1().ControllerRevisions("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	snap := &snapshot{objs: map[string]*obj{}, workloads: wls, controllers: map[string]types.UID{}, blocked: map[string]string{},
+		alive: map[types.UID]bool{}, used: map[string]bool{}}
+	use := func(ns string, spec *corev1.PodSpec) {
+		for _, r := range cluster.PodConfigRefs(spec) {
+			snap.used[objKey(ns, r.Kind, r.Name)] = true
+		}
+	}
+	for _, p := range pl.Items {
+		if !soakNS(p.Namespace) {
+			continue
+		}
+		snap.pods = append(snap.pods, p)
+		if p.DeletionTimestamp == nil {
+			snap.alive[p.UID] = true
+			if !podDone(&p) {
+				use(p.Namespace, &p.Spec)
+			}
+		}
+	}
+	for _, cr := range crl.Items {
+		if soakNS(cr.Namespace) {
+			snap.crs = append(snap.crs, cr)
+			if cr.DeletionTimestamp == nil {
+				snap.alive[cr.UID] = true
+			}
+		}
+	}
+	for _, w := range wls {
+		if w.live {
+			use(w.ns, w.spec)
+			if w.kind == "Job" {
+				snap.alive[w.uid] = true
+			}
+		}
+	}
 	for _, w := range wls {
 		if !w.live {
 			continue
@@ -389,6 +501,14 @@ func (m *monitor) list(ctx context.Context) (*snapshot, error) {
 	for _, rs := range rsl.Items {
 		if soakNS(rs.Namespace) {
 			snap.rss = append(snap.rss, rs)
+			if rs.DeletionTimestamp == nil {
+				snap.alive[rs.UID] = true
+			}
+		}
+	}
+	for i := range snap.rss {
+		if snap.liveRS(&snap.rss[i]) {
+			use(snap.rss[i].Namespace, &snap.rss[i].Spec.Template.Spec)
 		}
 	}
 	for _, cm := range cml.Items {
@@ -436,14 +556,12 @@ func (m *monitor) tick() error {
 	m.mu.Lock()
 	m.ticks++
 	m.mu.Unlock()
-	allRS := map[types.UID]*appsv1.ReplicaSet{}
 	referenced := map[string]bool{}
 	seenUnowned := map[string]bool{}
 	seenMissingOwner := map[string]bool{}
 	seenMissing := map[string]bool{}
 	for i := range snap.rss {
 		rs := &snap.rss[i]
-		allRS[rs.UID] = rs
 		if !snap.liveRS(rs) {
 			continue
 		}
@@ -521,7 +639,9 @@ func (m *monitor) tick() error {
 	}
 	// Invariants 4 and 5 (controller: true), and 3 (collected once the owners are gone).
 	for key, o := range snap.objs {
-		if tr := m.s.tracked(key); tr != nil {
+		// Compared with what this very object (UID) was created with: the list may show one
+		// that was deleted and created again since.
+		if tr := m.s.tracked(key); tr != nil && tr.uid == o.meta.UID {
 			if !reflect.DeepEqual(tr.data, o.data) {
 				m.violation(4, "data "+key, fmt.Sprintf("%s: data changed: %v → %v", key, tr.data, o.data))
 			}
@@ -551,7 +671,9 @@ func (m *monitor) tick() error {
 		m.mu.Unlock()
 		gone := had && !referenced[key]
 		for _, ref := range o.meta.OwnerReferences {
-			if rs, ok := allRS[ref.UID]; ok && rs.DeletionTimestamp == nil {
+			// Every user owns: a ReplicaSet, a ControllerRevision (a StatefulSet's or
+			// DaemonSet's revision, an anchor), a Job or a Pod that exists keeps the object.
+			if snap.alive[ref.UID] {
 				gone = false
 			}
 		}
@@ -596,6 +718,7 @@ func (m *monitor) tick() error {
 	m.mu.Unlock()
 	m.windows(m.unowned, seenUnowned, now, true, snap)
 	m.windows(m.missingOwner, seenMissingOwner, now, false, snap)
+	m.checkLeaks9(snap, now)
 	return nil
 }
 
@@ -759,17 +882,9 @@ func (m *monitor) confirmLeak(o *obj, w *window) {
 		meta = cm.ObjectMeta
 	}
 	for _, ref := range meta.OwnerReferences {
-		if ref.Kind == "ControllerRevision" {
-			// Every user owns: a StatefulSet's or DaemonSet's revision, or an anchor, that
-			// exists keeps the object, as the garbage collector sees it.
-			cr, err := m.s.kube.AppsV1().ControllerRevisions(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-			if err == nil && cr.UID == ref.UID && cr.DeletionTimestamp == nil {
-				return
-			}
-			continue
-		}
-		rs, err := m.s.kube.AppsV1().ReplicaSets(o.meta.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err == nil && rs.UID == ref.UID && rs.DeletionTimestamp == nil {
+		// Every user owns: a ReplicaSet, a StatefulSet's or DaemonSet's revision, an anchor, a
+		// Job or a Pod that exists keeps the object, as the garbage collector sees it.
+		if exists, _ := m.ownerExists(ctx, o.meta.Namespace, ref); exists {
 			return
 		}
 	}

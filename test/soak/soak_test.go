@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,6 +83,7 @@ type soak struct {
 	bin      string
 	wd       *world
 	mon      *monitor
+	kinds    *kinds
 
 	mu          sync.Mutex
 	down        []interval // apiserver out
@@ -89,11 +91,15 @@ type soak struct {
 	leaderless  []interval
 	leaderKills []time.Time
 	leaderOK    bool
-	ops         []op
-	violations  []violationRec
-	deferred    map[string]int
-	notes       []string
-	pruned      int
+	// leaderChanges: when a scrape first saw another process leading (invariant 9: a new
+	// leader starts the anchor grace of a gone workload again); leaderPID the last leader seen.
+	leaderChanges []time.Time
+	leaderPID     int
+	ops           []op
+	violations    []violationRec
+	deferred      map[string]int
+	notes         []string
+	pruned        int
 	// reactionHist: the controller mode's reaction_seconds buckets, last scrape per PID.
 	reactionHist map[int]map[string]float64
 	leaks        []leak
@@ -228,6 +234,7 @@ func (s *soak) throttledAt(t time.Time) bool {
 // histogram of every controller process (by PID: a killed process's last scrape counts).
 func (s *soak) observeLeader() {
 	ok := false
+	leaderPID := 0
 	hists := map[int]map[string]float64{}
 	for _, r := range s.replicas {
 		m, err := r.scrape()
@@ -236,6 +243,9 @@ func (s *soak) observeLeader() {
 		}
 		if m[metricPrefix+"leader"] == 1 {
 			ok = true
+			if p := r.current(); p != nil {
+				leaderPID = p.PID()
+			}
 		}
 		h := map[string]float64{}
 		for k, v := range m {
@@ -256,6 +266,12 @@ func (s *soak) observeLeader() {
 		s.reactionHist[pid] = h
 	}
 	s.leaderOK = ok
+	if ok && leaderPID != s.leaderPID {
+		if s.leaderPID != 0 {
+			s.leaderChanges = append(s.leaderChanges, time.Now())
+		}
+		s.leaderPID = leaderPID
+	}
 	if ok {
 		closeIv(&s.leaderless, time.Now())
 	} else {
@@ -332,6 +348,8 @@ func TestSoak(t *testing.T) {
 	quiet := s.final()
 	close(stop)
 	<-monDone
+	s.mon.closed.Store(true)
+	s.mon.checks.Wait()
 	for _, r := range s.replicas {
 		r.shutdown()
 	}
@@ -365,7 +383,9 @@ func (s *soak) setup(n int) {
 	} else {
 		s.note("testing the prebuilt binary %s (SOAK_BINARY)", s.bin)
 	}
-	s.c = cluster.Start(t, cluster.Options{})
+	// The workload controllers of every kind of user (the every-kind namespace).
+	s.c = cluster.Start(t, cluster.Options{ExtraControllers: []string{"statefulset-controller", "daemonset-controller",
+		"job-controller", "cronjob-controller", "ttl-after-finished-controller"}})
 	var err error
 	if s.kube, err = kubernetes.NewForConfig(s.c.AdminConfig); err != nil {
 		t.Fatal(err)
@@ -375,6 +395,9 @@ func (s *soak) setup(n int) {
 		t.Fatal(err)
 	}
 	s.kubelet = cluster.StartFakeKubelet(s.kube)
+	// The CronJob's Jobs run to completion (sleep jobRun).
+	s.kubelet.RunImage(jobImage, cluster.PodRunner{Binary: "/bin/sleep", LogDir: filepath.Join(s.c.Dir, "runs"),
+		Kubeconfig: func(context.Context, string, string) (string, error) { return s.c.KubeconfigPath, nil }})
 	s.rollouts, err = cluster.StartRolloutsController(s.c, cluster.RolloutsControllerOptions{Version: cluster.RolloutsVersion, PluginBinary: s.bin,
 		// The step finds the controller mode by its Lease (-leader-election-id soak below): the
 		// groups' config, shared by a Rollout and a Deployment, is attached beside it.
@@ -393,7 +416,7 @@ func (s *soak) setup(n int) {
 		r := &replica{name: name, dir: s.c.Dir, bin: s.bin, logPath: filepath.Join(s.c.Dir, "controller-"+name+".log"),
 			args: []string{"-kubeconfig", kc, "-leader-election-namespace", "configmap-attacher", "-leader-election-id", "soak",
 				"-leader-election-lease-duration", leaseDuration.String(), "-leader-election-renew-deadline", renewDeadline.String(),
-				"-leader-election-retry-period", retryPeriod.String(), "-resync", resync.String(), "-log-level", "debug"}}
+				"-leader-election-retry-period", retryPeriod.String(), "-resync", resync.String(), "-anchor-grace", anchorGrace.String(), "-log-level", "debug"}}
 		if err := r.launch(); err != nil {
 			t.Fatal(err)
 		}
@@ -423,6 +446,12 @@ func (s *soak) setup(n int) {
 	}
 	s.wd.ws = append(s.wd.ws, g.ws...)
 	s.wd.groups = append(s.wd.groups, g)
+	// The every-kind namespace.
+	s.kinds = newKinds(fmt.Sprintf("%s%d-kinds", nsPrefix, n+1))
+	s.wd.kinds = s.kinds
+	if err := s.wd.setupKinds(s.kinds); err != nil {
+		t.Fatalf("set up the every-kind namespace %s: %v", s.kinds.ns, err)
+	}
 	s.mon = newMonitor(s)
 	// Every workload reaches its first ReplicaSet, and the controller mode elects a leader.
 	deadline := time.Now().Add(90 * time.Second)
@@ -493,16 +522,25 @@ func (s *soak) pick() (string, bool) {
 	panic("unreachable")
 }
 
+// kindsEvery: every kindsEvery-th operation is one of kindsOps, in turn (so that even the
+// short soak runs each of them); a deferred one comes again at the next turn.
+const kindsEvery = 4
+
 // loop runs random operations until the duration is over.
 func (s *soak) loop() {
 	deadline := s.start.Add(s.duration)
 	var throttleEnd time.Time
-	for time.Now().Before(deadline) {
+	next := 0 // the next of kindsOps; it moves on once one was applied (not deferred)
+	for n := 0; time.Now().Before(deadline); n++ {
 		if !throttleEnd.IsZero() && time.Now().After(throttleEnd) {
 			s.endThrottle()
 			throttleEnd = time.Time{}
 		}
 		kind, fault := s.pick()
+		kindsTurn := n%kindsEvery == kindsEvery-1
+		if kindsTurn {
+			kind, fault = kindsOps[next%len(kindsOps)], false
+		}
 		if (kind == "throttle" || kind == "restartAPIServer") && os.Getenv("SOAK_NO_APISERVER_FAULTS") == "1" {
 			continue
 		}
@@ -526,6 +564,9 @@ func (s *soak) loop() {
 		}
 		if detail == "skip" {
 			continue
+		}
+		if kindsTurn && !strings.HasPrefix(detail, "deferred") {
+			next++
 		}
 		s.record(o)
 		time.Sleep(time.Duration(200+s.wd.rnd.Intn(1300)) * time.Millisecond)
@@ -553,6 +594,9 @@ func rolloutOnly(w *workload) bool { return w.isRollout() }
 
 // do runs one operation; detail "skip" means it did not apply and is not logged.
 func (s *soak) do(kind string, throttleEnd *time.Time) (detail, target string, err error) {
+	if slices.Contains(kindsOps, kind) {
+		return s.kindsOp(kind)
+	}
 	switch kind {
 	case "newRevision", "imageOnly":
 		w := s.randomWorkload(anyWorkload)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -108,11 +109,17 @@ type world struct {
 	groups []*group
 	// created: every opted-in object the soak created, with what it was created with.
 	created map[string]*tracked
+	// kinds: the every-kind namespace (nil: none).
+	kinds *kinds
+	// deliberate: objects the soak itself deleted (kubectl delete -f of a workload's
+	// manifests), key -> time.Time: not the early deletions invariant 8 looks for.
+	deliberate sync.Map
 }
 
 // tracked is the content an object was created with (invariant 4).
 type tracked struct {
-	key         string // ns/Kind/name
+	uid         types.UID // the object created (one deleted and created again is another)
+	key         string    // ns/Kind/name
 	data        map[string]string
 	labels      map[string]string
 	annotations map[string]string
@@ -199,20 +206,20 @@ func (wd *world) applyConfig(w *workload) error {
 	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: w.name, labelSoak: strconv.Itoa(w.rev)}
 	ctx := nowCtx()
 	cmData := map[string]string{"app.conf": "config of " + w.cm}
-	_, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", w.cm, err)
 	}
 	if err == nil {
-		wd.created[objKey(w.ns, "ConfigMap", w.cm)] = &tracked{key: objKey(w.ns, "ConfigMap", w.cm), data: cmData, labels: l}
+		wd.created[objKey(w.ns, "ConfigMap", w.cm)] = &tracked{uid: created.UID, key: objKey(w.ns, "ConfigMap", w.cm), data: cmData, labels: l}
 	}
 	secData := map[string]string{"TOKEN": "token of " + w.sec}
-	_, err = wd.kube.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
+	createdSec, err := wd.kube.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: w.sec, Labels: l}, StringData: secData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", w.sec, err)
 	}
 	if err == nil {
-		wd.created[objKey(w.ns, "Secret", w.sec)] = &tracked{key: objKey(w.ns, "Secret", w.sec), data: secData, labels: l}
+		wd.created[objKey(w.ns, "Secret", w.sec)] = &tracked{uid: createdSec.UID, key: objKey(w.ns, "Secret", w.sec), data: secData, labels: l}
 	}
 	return nil
 }
@@ -276,10 +283,11 @@ func (wd *world) setupNamespace(ns string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	staticData := map[string]string{"STATIC": "shared, static, unlabelled"}
-	if _, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{}); err != nil {
+	created, err := wd.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: staticName}, Data: staticData}, metav1.CreateOptions{})
+	if err != nil {
 		return err
 	}
-	wd.created[objKey(ns, "ConfigMap", staticName)] = &tracked{key: objKey(ns, "ConfigMap", staticName), data: staticData, static: true}
+	wd.created[objKey(ns, "ConfigMap", staticName)] = &tracked{uid: created.UID, key: objKey(ns, "ConfigMap", staticName), data: staticData, static: true}
 	return nil
 }
 
@@ -328,21 +336,21 @@ func (wd *world) applyGroupConfig(g *group) error {
 	ctx := nowCtx()
 	l := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: "shared", labelSoak: strconv.Itoa(g.rev)}
 	cmData := map[string]string{"shared.conf": "config of " + g.cm}
-	_, err := wd.kube.CoreV1().ConfigMaps(g.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
+	created, err := wd.kube.CoreV1().ConfigMaps(g.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.cm, Labels: l}, Data: cmData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", g.cm, err)
 	}
 	if err == nil {
-		wd.created[objKey(g.ns, "ConfigMap", g.cm)] = &tracked{key: objKey(g.ns, "ConfigMap", g.cm), data: cmData, labels: l}
+		wd.created[objKey(g.ns, "ConfigMap", g.cm)] = &tracked{uid: created.UID, key: objKey(g.ns, "ConfigMap", g.cm), data: cmData, labels: l}
 	}
 	sl := map[string]string{cluster.LabelRevisioned: "true", cluster.LabelApp: g.sts, labelSoak: "1"}
 	secData := map[string]string{"CACHE": "token of " + g.sec}
-	_, err = wd.kube.CoreV1().Secrets(g.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: g.sec, Labels: sl}, StringData: secData}, metav1.CreateOptions{})
+	createdSec, err := wd.kube.CoreV1().Secrets(g.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: g.sec, Labels: sl}, StringData: secData}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", g.sec, err)
 	}
 	if err == nil {
-		wd.created[objKey(g.ns, "Secret", g.sec)] = &tracked{key: objKey(g.ns, "Secret", g.sec), data: secData, labels: sl}
+		wd.created[objKey(g.ns, "Secret", g.sec)] = &tracked{uid: createdSec.UID, key: objKey(g.ns, "Secret", g.sec), data: secData, labels: sl}
 	}
 	return nil
 }
@@ -445,6 +453,9 @@ func (wd *world) deleteWorkload(w *workload) (types.UID, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	now := time.Now()
+	wd.deliberate.Store(objKey(w.ns, "ConfigMap", w.cm), now)
+	wd.deliberate.Store(objKey(w.ns, "Secret", w.sec), now)
 	if err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, w.cm, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return uid, err
 	}
@@ -496,23 +507,29 @@ func (wd *world) inGit(ns string) map[string]bool {
 			keep["ConfigMap/"+g.cm], keep["Secret/"+g.sec] = true, true
 		}
 	}
+	if wd.kinds != nil && wd.kinds.ns == ns {
+		wd.kinds.inGit(keep)
+	}
 	return keep
 }
 
 // prune is the GitOps prune: every labelled object without owner references that the
 // current manifests of the namespace do not contain is deleted. It returns what it deleted.
-func (wd *world) prune(w *workload) ([]string, error) {
+func (wd *world) prune(w *workload) ([]string, error) { return wd.pruneNS(w.ns) }
+
+// pruneNS is the GitOps prune of namespace ns.
+func (wd *world) pruneNS(ns string) ([]string, error) {
 	ctx := nowCtx()
-	keep := wd.inGit(w.ns)
+	keep := wd.inGit(ns)
 	sel := cluster.LabelRevisioned + "=true"
 	var deleted []string
-	cms, err := wd.kube.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	cms, err := wd.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, err
 	}
 	for _, cm := range cms.Items {
 		if !keep["ConfigMap/"+cm.Name] && len(cm.OwnerReferences) == 0 {
-			err := wd.kube.CoreV1().ConfigMaps(w.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
+			err := wd.kube.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "ConfigMap/"+cm.Name)
 			} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -520,13 +537,13 @@ func (wd *world) prune(w *workload) ([]string, error) {
 			}
 		}
 	}
-	secs, err := wd.kube.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	secs, err := wd.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return deleted, err
 	}
 	for _, s := range secs.Items {
 		if !keep["Secret/"+s.Name] && len(s.OwnerReferences) == 0 {
-			err := wd.kube.CoreV1().Secrets(w.ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.ResourceVersion}})
+			err := wd.kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.ResourceVersion}})
 			if err == nil {
 				deleted = append(deleted, "Secret/"+s.Name)
 			} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -638,6 +655,20 @@ func (wd *world) promote(w *workload) (string, error) {
 	ro, err := wd.getRollout(w)
 	if err != nil {
 		return "", err
+	}
+	// A step plugin in Error at the current step is retried by the Rollouts controller: the
+	// soak's user waits for it rather than promote past it (a step promoted past keeps its
+	// Error status for good).
+	if c := ro.Status.Canary; ro.Spec.Strategy.Canary != nil && len(ro.Status.PauseConditions) == 0 {
+		idx := int32(0)
+		if ro.Status.CurrentStepIndex != nil {
+			idx = *ro.Status.CurrentStepIndex
+		}
+		for _, st := range c.StepPluginStatuses {
+			if st.Index == idx && st.Phase == v1alpha1.StepPluginPhaseError {
+				return fmt.Sprintf("step %d in Error (retried by the Rollouts controller): not promoted past it", idx), nil
+			}
+		}
 	}
 	patch := cluster.PromotePatch(ro)
 	if patch == "" {
