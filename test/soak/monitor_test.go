@@ -171,7 +171,10 @@ func (m *monitor) watch(stop <-chan struct{}) {
 				m.writes++
 				m.mu.Unlock()
 				m.ownersAdded(b, a.meta.OwnerReferences)
-				same := reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
+				// A different UID is another object: deleted and created again under the same name
+				// between two versions the watch delivered (after a relist it sees that as an
+				// update). Its owners may well be the same (an anchor outlives a recreate).
+				same := a.meta.UID == b.meta.UID && reflect.DeepEqual(a.meta.OwnerReferences, b.meta.OwnerReferences) && reflect.DeepEqual(a.meta.Labels, b.meta.Labels) &&
 					reflect.DeepEqual(a.meta.Annotations, b.meta.Annotations) && reflect.DeepEqual(a.data, b.data) &&
 					reflect.DeepEqual(a.meta.Finalizers, b.meta.Finalizers) && (a.meta.DeletionTimestamp == nil) == (b.meta.DeletionTimestamp == nil)
 				// A write this watch sees long after it was made (the newest managedFields time,
