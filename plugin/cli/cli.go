@@ -12,8 +12,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/bombsimon/logrusr/v4"
+	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -53,7 +55,55 @@ func ConfigureLogger(log *logrus.Logger, level, format string) error {
 // V(n) chatter stays off; its errors arrive as errors, its infos at info level. Each line is
 // marked logger=client-go. klog is process-wide: the last command to call this owns it.
 func RouteKlog(log *logrus.Logger) {
-	klog.SetLogger(logrusr.New(log, logrusr.WithName("client-go")))
+	l := logrusr.New(log, logrusr.WithName("client-go"))
+	klogTarget.Store(&l)
+}
+
+// klog's logger is set once, when the package is initialised (before any goroutine could log
+// through klog: klog.SetLogger is not safe beside a klog call), to a sink that forwards to the
+// logger RouteKlog named last, which an atomic swaps (several commands run in one test process).
+// Until RouteKlog is called, lines go to logrus's standard logger.
+var klogTarget atomic.Pointer[logr.Logger]
+
+func init() { klog.SetLogger(logr.New(routedSink{})) }
+
+// routedSink is the logr.LogSink klog writes to: each call goes to the current target, with
+// the names and values given to this sink applied to it.
+type routedSink struct {
+	names []string
+	kv    []any
+}
+
+func (s routedSink) target() logr.LogSink {
+	l := klogTarget.Load()
+	if l == nil {
+		d := logrusr.New(logrus.StandardLogger(), logrusr.WithName("client-go"))
+		l = &d
+	}
+	out := *l
+	for _, n := range s.names {
+		out = out.WithName(n)
+	}
+	if len(s.kv) > 0 {
+		out = out.WithValues(s.kv...)
+	}
+	return out.GetSink()
+}
+
+func (routedSink) Init(logr.RuntimeInfo) {}
+
+func (s routedSink) Enabled(level int) bool { return s.target().Enabled(level) }
+
+func (s routedSink) Info(level int, msg string, kv ...any) { s.target().Info(level, msg, kv...) }
+
+func (s routedSink) Error(err error, msg string, kv ...any) { s.target().Error(err, msg, kv...) }
+
+func (s routedSink) WithValues(kv ...any) logr.LogSink {
+	return routedSink{names: s.names, kv: append(slices.Clone(s.kv), kv...)}
+}
+
+func (s routedSink) WithName(name string) logr.LogSink {
+	return routedSink{names: append(slices.Clone(s.names), name), kv: s.kv}
 }
 
 // KubeconfigFlag registers -kubeconfig, the same for every command that talks to the apiserver.
