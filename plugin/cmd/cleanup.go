@@ -69,21 +69,7 @@ func (c *Cleanup) flags(o *cleanupOptions) *flag.FlagSet {
 
 // validate returns every problem of the parsed flags and the namespaces they name.
 func (o *cleanupOptions) validate() (nss []string, problems []string) {
-	seen := map[string]bool{}
-	for _, ns := range splitList(o.namespaces) {
-		switch {
-		case len(validation.IsDNS1123Label(ns)) > 0:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
-		case seen[ns]:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is listed twice", ns))
-		default:
-			seen[ns] = true
-			nss = append(nss, ns)
-		}
-	}
-	if strings.TrimSpace(o.namespaces) != "" && len(nss) == 0 && len(problems) == 0 {
-		problems = append(problems, "-namespaces names no namespace (omit it for all)")
-	}
+	nss, problems = parseNamespaces(o.namespaces, "omit it for all")
 	if o.stop != "" {
 		ns, name, ok := strings.Cut(o.stop, "/")
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 )
@@ -146,6 +148,28 @@ func ParseWorkloads(v string) ([]string, []string) {
 		problems = append(problems, "it names no workload kind: use any of "+allWorkloads)
 	}
 	return kinds, problems
+}
+
+// parseNamespaces reads a -namespaces value (comma-separated) into namespace names, reporting
+// every invalid or repeated name, and a value that names none; omit says what leaving the flag
+// out means ("omit it to watch all").
+func parseNamespaces(raw, omit string) (nss, problems []string) {
+	seen := map[string]bool{}
+	for _, ns := range splitList(raw) {
+		switch {
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
+		case seen[ns]:
+			problems = append(problems, fmt.Sprintf("-namespaces: %q is listed twice", ns))
+		default:
+			seen[ns] = true
+			nss = append(nss, ns)
+		}
+	}
+	if strings.TrimSpace(raw) != "" && len(nss) == 0 && len(problems) == 0 {
+		problems = append(problems, "-namespaces names no namespace ("+omit+")")
+	}
+	return nss, problems
 }
 
 func contains(s []string, v string) bool {

@@ -137,21 +137,7 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 // validate checks every flag and returns every problem at once.
 func (c *Controller) validate(o *controllerOptions) []string {
 	var problems []string
-	seen := map[string]bool{}
-	for _, ns := range splitList(o.namespaces) {
-		switch {
-		case len(validation.IsDNS1123Label(ns)) > 0:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
-		case seen[ns]:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is listed twice", ns))
-		default:
-			seen[ns] = true
-			o.nsList = append(o.nsList, ns)
-		}
-	}
-	if strings.TrimSpace(o.namespaces) != "" && len(o.nsList) == 0 && len(problems) == 0 {
-		problems = append(problems, "-namespaces names no namespace (omit it to watch all)")
-	}
+	o.nsList, problems = parseNamespaces(o.namespaces, "omit it to watch all")
 	if o.leaderElect {
 		if errs := validation.IsDNS1123Subdomain(o.leID); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("-leader-election-id %q is not a valid Lease name: %s", o.leID, strings.Join(errs, "; ")))

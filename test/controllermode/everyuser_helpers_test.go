@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,30 +43,6 @@ func anchorGraceArgs() []string { return []string{"-anchor-grace", anchorGrace.S
 // nodeName is the one Node of the shared cluster (Ready, untainted): DaemonSets run a pod for
 // it. Nothing schedules pods onto it; the fake kubelet runs every pod.
 const nodeName = "fake-node"
-
-func createNode(ctx context.Context, cs kubernetes.Interface) error {
-	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
-		Labels: map[string]string{corev1.LabelHostname: nodeName, corev1.LabelOSStable: "linux"}}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create Node: %w", err)
-	}
-	// The apiserver's TaintNodesByCondition admission taints a new Node not-ready:NoSchedule
-	// (the node lifecycle controller, not run here, lifts it); DaemonSet pods do not tolerate it.
-	n.Spec.Taints = nil
-	if n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("untaint Node: %w", err)
-	}
-	now := metav1.Now()
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("Node status: %w", err)
-	}
-	return nil
-}
 
 // --- owners ---
 

@@ -81,7 +81,7 @@ func startEnv(c *cluster.Cluster, bin string) (*env, error) {
 	if e.kubeconfig, err = cluster.ControllerModeIdentity(ctx, c, cs); err != nil {
 		return nil, err
 	}
-	if err = createNode(ctx, cs); err != nil { // for DaemonSets
+	if err = cluster.CreateReadyNode(ctx, cs, nodeName); err != nil { // for DaemonSets
 		return nil, err
 	}
 	args := append([]string{"-kubeconfig", e.kubeconfig, "-leader-elect=false", "-resync", "1m", "-log-level", "debug"}, anchorGraceArgs()...)

@@ -13,11 +13,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -178,7 +176,7 @@ func (wd *world) setupKinds(k *kinds) error {
 	if err := wd.setupNamespace(k.ns); err != nil {
 		return err
 	}
-	if err := createNode(nowCtx(), wd.kube); err != nil {
+	if err := cluster.CreateReadyNode(nowCtx(), wd.kube, nodeName); err != nil {
 		return err
 	}
 	k.sharedCM = contentName("web-shared-cm", k.ns+" shared")
@@ -410,31 +408,6 @@ func (wd *world) deleteJob(k *kinds) (string, error) {
 		}
 	}
 	return fmt.Sprintf("Job %s (%s)", j.Name, state), err
-}
-
-// createNode creates the Node the DaemonSet runs a pod for: Ready and untainted (the
-// apiserver's TaintNodesByCondition admission taints a new Node not-ready:NoSchedule, which
-// the node lifecycle controller, not run here, would lift).
-func createNode(ctx context.Context, cs kubernetes.Interface) error {
-	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
-		Labels: map[string]string{corev1.LabelHostname: nodeName, corev1.LabelOSStable: "linux"}}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create Node: %w", err)
-	}
-	n.Spec.Taints = nil
-	if n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("untaint Node: %w", err)
-	}
-	now := metav1.Now()
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("status of the Node: %w", err)
-	}
-	return nil
 }
 
 func (wd *world) track(t *tracked) { wd.created[t.key] = t }
