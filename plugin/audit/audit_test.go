@@ -56,8 +56,8 @@ const wantAuditText = `Rollout shop/web
   STRAY    ConfigMap shared: owner reference 0 is ReplicaSet web-rev2, which does not use it: it keeps the object until that ReplicaSet is deleted. ReplicaSet web-rev1 uses it without owning it, and it is not opted in: the object is deleted with its other owners. Label it configmap-attacher/revisioned=true and run audit -fix first, then remove the reference by hand
            $ kubectl patch configmap shared -n shop --type=json -p '[{"op":"test","path":"/metadata/ownerReferences/0/uid","value":"uid-rev2"},{"op":"remove","path":"/metadata/ownerReferences/0"}]'
 
-Opted-in objects (configmap-attacher/revisioned=true) that no audited Rollout uses or owns
-  UNOWNED  ConfigMap orphan: opted in (configmap-attacher/revisioned=true), but no ReplicaSet owns it and no ReplicaSet of an audited workload in shop uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand
+Opted-in objects (configmap-attacher/revisioned=true) that no audited workload uses and nothing owns
+  UNOWNED  ConfigMap orphan: opted in (configmap-attacher/revisioned=true), but nothing owns it and no ReplicaSet of an audited workload in shop uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand
 
 missing owners: 2 owner reference(s) can be added: run again with -fix
 not opted in: 1 ReplicaSet(s) use objects that other ReplicaSets own; -fix leaves them alone (label them configmap-attacher/revisioned=true to let it add owners)
@@ -575,5 +575,33 @@ func TestUnattributedUsedByAnotherUser(t *testing.T) {
 	}
 	if !strings.Contains(got, "StatefulSet cache uses it: keep it") || strings.Contains(got, "delete it by hand") {
 		t.Errorf("unattributed finding for orphan: %q", got)
+	}
+}
+
+// TestUnattributedOwnedByRevisionIsNotUnowned: an opted-in object that the controller made a
+// dependent of a StatefulSet's ControllerRevision (every user owns) is collected with that
+// revision: audit must not call it unowned, nor tell anyone to delete it by hand, even when
+// no audited workload uses it and the namespace's users are not read (Run without AddShared).
+func TestUnattributedOwnedByRevisionIsNotUnowned(t *testing.T) {
+	kube, ro := auditScenario()
+	crRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: "cache-5d4f", UID: "uid-cr"}
+	if _, err := kube.CoreV1().ConfigMaps(testNS).Create(t.Context(), cm("cache-cfg", true, crRef), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := New(clientsOf(kube, ro), nil).Run(t.Context(), testNS, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orphanSeen bool
+	for _, f := range rep.Unattributed {
+		switch f.Name {
+		case "cache-cfg":
+			t.Errorf("an object a ControllerRevision owns is reported: %s %q", f.Type, f.Message)
+		case "orphan":
+			orphanSeen = true // the control: an object nothing owns still is
+		}
+	}
+	if !orphanSeen {
+		t.Error("the unowned orphan is not reported: the check above proves nothing")
 	}
 }

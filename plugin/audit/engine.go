@@ -247,18 +247,21 @@ func gapsOf(aw auditedWorkload, snap *snapshot) []plugin.GapReplicaSet {
 	return gaps
 }
 
-// orphans are the opted-in objects that no audited workload uses, names or owns, and that no
-// ReplicaSet owns at all: config of revisions whose ReplicaSets were deleted before anything
-// attached it.
+// orphans are the opted-in objects that no audited workload uses, names or owns, and that
+// nothing owns at all: config of revisions whose ReplicaSets were deleted before anything
+// attached it. An object with any owner is not one: the garbage collector deletes it with its
+// last owner (a StatefulSet's or DaemonSet's revision, a Job, a Pod or an anchor, which the
+// controller makes owners of the config their users take), so "delete it by hand" would be
+// advice to delete what something may still use.
 func (a *Auditor) orphans(ns string, snap *snapshot, seen map[plugin.Object]bool) []Finding {
 	var out []Finding
 	for o, m := range snap.objects {
-		if seen[o] || !a.selector().Matches(labels.Set(m.labels)) || plugin.HasReplicaSetOwner(m.owners) {
+		if seen[o] || !a.selector().Matches(labels.Set(m.labels)) || len(m.owners) > 0 {
 			continue
 		}
 		out = append(out, Finding{Type: FindingUnowned, Namespace: ns, Kind: o.Kind, Name: o.Name, index: -1,
-			Message: fmt.Sprintf("opted in (%s), but no ReplicaSet owns it and no ReplicaSet of an audited workload in %s uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand%s",
-				a.selector(), ns, otherOwners(m.owners))})
+			Message: fmt.Sprintf("opted in (%s), but nothing owns it and no ReplicaSet of an audited workload in %s uses it: it will never be garbage-collected. If nothing uses it any more, delete it by hand",
+				a.selector(), ns)})
 	}
 	sortFindings(out)
 	return out

@@ -271,8 +271,8 @@ func (a *Auditor) AddShared(ctx context.Context, rep *Report) {
 			continue
 		}
 		if users := blockers(u.UsersOf(plugin.Object{Kind: f.Kind, Name: f.Name})); len(users) > 0 {
-			f.Message = fmt.Sprintf("opted in, and no ReplicaSet owns it, but %s %s it: keep it. No mode gives it an owner while %s it (every user counts)",
-				strings.Join(users, ", "), verb(len(users), "uses", "use"), verb(len(users), "that user uses", "those users use"))
+			f.Message = fmt.Sprintf("opted in, and nothing owns it, but %s %s it: keep it. The controller (configmap-attacher controller) makes %s owners of it; the step, the Job and -fix leave %s to the controller",
+				strings.Join(users, ", "), verb(len(users), "uses", "use"), verb(len(users), "that user's revision, Job or Pod", "those users' revisions, Jobs or Pods"), verb(len(users), "that user", "those users"))
 			changed = true
 		}
 	}

@@ -17,7 +17,7 @@ func (r *Report) WriteText(w io.Writer) {
 		writeWorkload(w, ra)
 	}
 	if len(r.Unattributed) > 0 {
-		fmt.Fprintf(w, "Opted-in objects (%s) that no audited Rollout uses or owns\n", r.Selector)
+		fmt.Fprintf(w, "Opted-in objects (%s) that no audited workload uses and nothing owns\n", r.Selector)
 		writeFindings(w, r.Unattributed)
 		fmt.Fprintln(w)
 	}
