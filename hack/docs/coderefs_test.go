@@ -1,0 +1,353 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The map cannot drift: every code reference the docs make in backquotes names something that
+// exists in the tree. A reference is one of these classes (anything else in backquotes, flags,
+// YAML fields, shell, label keys and API groups, is not a code reference and is left alone):
+//   - a path: its first segment is a top-level directory or file of the repository
+//     (`plugin/api.go`, `test/support/cluster`, `examples/controller.yaml`), with an optional
+//     `:line` or `#anchor`; it must exist;
+//   - a qualified Go name: `pkg.Name` or `pkg.Type.Member` whose first segment is the name of a
+//     package of the module (`plugin.Reconcile`, `plugin.Attacher.Reconcile`); the package must
+//     declare Name, and Type must have Member as a method or field;
+//   - a method of a type: `Type.Member` where Type is a type the module declares
+//     (`Attacher.Reconcile`); Member must be its method or field;
+//   - a test: `TestX`, `BenchmarkX` or `FuzzX`, with an optional `/subtest`; a function of that
+//     name must exist in a _test.go file.
+// A trailing `()` is allowed on names.
+
+// docPages are the pages whose references are checked: the README, docs/, the chart's README
+// template and the examples' READMEs. The changelog is history: it may name what was removed.
+func docPages(root string) ([]string, error) {
+	pages := []string{filepath.Join(root, "README.md"), filepath.Join(root, "charts", "configmap-attacher", "README.md.gotmpl")}
+	for _, pattern := range []string{"docs/*.md", "examples/*.md", "examples/*/*.md", "examples/*/*/*.md"} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, m...)
+	}
+	var out []string
+	for _, p := range pages {
+		if filepath.Base(p) == "changelog.md" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// goTree is what the module declares, by the names docs use.
+type goTree struct {
+	// pkgs: package name → the names its files declare at top level.
+	pkgs map[string]map[string]bool
+	// members: type name → its methods and fields (across the module: the same type name in
+	// two packages pools its members, which can only hide a stale reference, never invent one).
+	members map[string]map[string]bool
+	// tests: Test*, Benchmark*, Fuzz* functions of _test.go files.
+	tests map[string]bool
+}
+
+// readTree parses every Go file under root (not testdata, bin, dist or dot directories).
+func readTree(root string) (*goTree, error) {
+	t := &goTree{pkgs: map[string]map[string]bool{}, members: map[string]map[string]bool{}, tests: map[string]bool{}}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "dist" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		t.add(f, strings.HasSuffix(name, "_test.go"))
+		return nil
+	})
+	return t, err
+}
+
+func (t *goTree) member(typ, name string) {
+	if t.members[typ] == nil {
+		t.members[typ] = map[string]bool{}
+	}
+	t.members[typ][name] = true
+}
+
+func (t *goTree) add(f *ast.File, test bool) {
+	pkg := f.Name.Name
+	if t.pkgs[pkg] == nil {
+		t.pkgs[pkg] = map[string]bool{}
+	}
+	decl := t.pkgs[pkg]
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				decl[d.Name.Name] = true
+				if test && regexp.MustCompile(`^(Test|Benchmark|Fuzz)`).MatchString(d.Name.Name) {
+					t.tests[d.Name.Name] = true
+				}
+				continue
+			}
+			if typ := recvType(d.Recv.List[0].Type); typ != "" {
+				t.member(typ, d.Name.Name)
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					decl[s.Name.Name] = true
+					t.member(s.Name.Name, "") // the type exists, even without members
+					if st, ok := s.Type.(*ast.StructType); ok {
+						for _, fl := range st.Fields.List {
+							for _, n := range fl.Names {
+								t.member(s.Name.Name, n.Name)
+							}
+							if len(fl.Names) == 0 { // embedded: its name is the type's
+								if n := recvType(fl.Type); n != "" {
+									t.member(s.Name.Name, n)
+								}
+							}
+						}
+					}
+					if it, ok := s.Type.(*ast.InterfaceType); ok {
+						for _, m := range it.Methods.List {
+							for _, n := range m.Names {
+								t.member(s.Name.Name, n.Name)
+							}
+						}
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						decl[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// recvType is the type name of a receiver or embedded field: T, *T, T[P], pkg.T.
+func recvType(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return recvType(e.X)
+	case *ast.Ident:
+		return e.Name
+	case *ast.IndexExpr:
+		return recvType(e.X)
+	case *ast.IndexListExpr:
+		return recvType(e.X)
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	}
+	return ""
+}
+
+var (
+	codeSpan = regexp.MustCompile("`([^`\n]+)`")
+	fence    = regexp.MustCompile("(?m)^\\s*```")
+	goName   = regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*){1,2}$`)
+	testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z0-9_]\w*(/\S*)?$`)
+	pathLike = regexp.MustCompile(`^\.?[\w.-]+(/[\w.*-]*)*(:\d+)?(#[\w-]*)?$`)
+)
+
+// inlineSpans are the backquoted spans of a Markdown page outside fenced blocks, with their
+// line numbers.
+func inlineSpans(md string) []struct {
+	line int
+	text string
+} {
+	var out []struct {
+		line int
+		text string
+	}
+	in := false
+	for i, l := range strings.Split(md, "\n") {
+		if fence.MatchString(l) {
+			in = !in
+			continue
+		}
+		if in {
+			continue
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(l, -1) {
+			out = append(out, struct {
+				line int
+				text string
+			}{i + 1, m[1]})
+		}
+	}
+	return out
+}
+
+// staleRef checks one span: "" when it is no code reference or names something that exists,
+// else what is wrong.
+func staleRef(root string, t *goTree, topLevel map[string]bool, span string) string {
+	s := strings.TrimSuffix(strings.TrimSpace(span), "()")
+	switch {
+	case testName.MatchString(s):
+		name, _, _ := strings.Cut(s, "/")
+		if !t.tests[name] {
+			return "no test function " + name
+		}
+		return ""
+	case strings.Contains(s, "/") && pathLike.MatchString(s) && !strings.Contains(s, "*"):
+		p := strings.TrimPrefix(s, "./")
+		first, _, _ := strings.Cut(p, "/")
+		if !topLevel[first] {
+			return "" // an API group, a label key, a plugin name: not a path of the tree
+		}
+		p = strings.TrimSuffix(regexp.MustCompile(`(:\d+)?(#[\w-]*)?$`).ReplaceAllString(p, ""), "/...")
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			return "no such file or directory " + p
+		}
+		return ""
+	case goName.MatchString(s):
+		parts := strings.Split(s, ".")
+		if decl, ok := t.pkgs[parts[0]]; ok && isExported(parts[1]) && isPackageRef(parts) {
+			if !decl[parts[1]] {
+				return "package " + parts[0] + " declares no " + parts[1]
+			}
+			if len(parts) == 3 && !t.members[parts[1]][parts[2]] {
+				return parts[1] + " has no method or field " + parts[2]
+			}
+			return ""
+		}
+		if len(parts) == 2 && isExported(parts[0]) {
+			if m, ok := t.members[parts[0]]; ok && !m[parts[1]] {
+				return parts[0] + " has no method or field " + parts[1]
+			}
+		}
+	}
+	return ""
+}
+
+// isPackageRef: `pkg.Name` or `pkg.Type.Member` with an exported or lowerCamel second part;
+// `plugin.yaml`-like file names never reach here (they have no second identifier part after a
+// package name the module declares… except where a package is named like a file's stem, hence
+// the extension check).
+func isPackageRef(parts []string) bool {
+	switch strings.ToLower(parts[len(parts)-1]) {
+	case "go", "md", "yaml", "yml", "json", "sh", "txt", "tpl", "svg", "log":
+		return false
+	}
+	return true
+}
+
+func isExported(s string) bool { return s != "" && s[0] >= 'A' && s[0] <= 'Z' }
+
+// checkRefs returns every stale reference of the pages, as "page:line: `span`: why".
+func checkRefs(root string, pages []string, t *goTree) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	topLevel := map[string]bool{}
+	for _, e := range entries {
+		// bin and dist are build output, not the tree.
+		if (!strings.HasPrefix(e.Name(), ".") || e.Name() == ".ci") && e.Name() != "bin" && e.Name() != "dist" {
+			topLevel[e.Name()] = true
+		}
+	}
+	var out []string
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, sp := range inlineSpans(string(b)) {
+			if why := staleRef(root, t, topLevel, sp.text); why != "" {
+				out = append(out, rel+":"+strconv.Itoa(sp.line)+": `"+sp.text+"`: "+why)
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestDocsCodeReferencesResolve: every code reference of the user and design docs names a
+// file, package member, method or test that exists.
+func TestDocsCodeReferencesResolve(t *testing.T) {
+	root := filepath.Join("..", "..")
+	tree, err := readTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := docPages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := checkRefs(root, pages, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stale {
+		t.Error(s)
+	}
+}
+
+// TestDocsCodeReferencesPlanted: one planted stale name per class is caught, and the same
+// page's live names and non-references are not.
+func TestDocsCodeReferencesPlanted(t *testing.T) {
+	root := filepath.Join("..", "..")
+	tree, err := readTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "page.md")
+	md := strings.Join([]string{
+		"Live: `plugin/api.go`, `plugin/api.go:12`, `docs/step.md#the-step`, `plugin.NewUsage`, `./plugin/...`,",
+		"`plugin.Attacher.Reconcile`, `Attacher.Reconcile()`, `TestDocsCodeReferencesResolve`.",
+		"Not references: `apps/v1`, `configmap-attacher/revisioned`, `-namespaces a,b`, `spec.selector`,",
+		"`metadata.ownerReferences`, `app.kubernetes.io/name`, `kubectl get rs`, `cleanup.enabled`, `bin/bench/`.",
+		"Stale: `plugin/classify.go`, `plugin.MissingOwnersGone`, `plugin.Attacher.Adopt`,",
+		"`Attacher.PlanAdoption`, `TestNoSuchThing`.",
+		"```sh",
+		"echo `plugin.InsideAFence`",
+		"```",
+	}, "\n")
+	if err := os.WriteFile(page, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := checkRefs(root, []string{page}, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range stale {
+		_, span, _ := strings.Cut(s, "`")
+		span, _, _ = strings.Cut(span, "`")
+		got = append(got, span)
+	}
+	want := []string{"plugin/classify.go", "plugin.MissingOwnersGone", "plugin.Attacher.Adopt", "Attacher.PlanAdoption", "TestNoSuchThing"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("stale references found %q, want %q\n%s", got, want, strings.Join(stale, "\n"))
+	}
+}
