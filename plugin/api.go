@@ -338,7 +338,7 @@ func (a *Attacher) readByName(ctx context.Context, gvr schema.GroupVersionResour
 	return items, err
 }
 
-// controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet
+// controllersOf lists, metadata only and paged, each checked controller kind that controls a ReplicaSet
 // other than the known workloads. A kind whose resource is not served (the Rollout CRD not
 // installed) has no workloads: listed, and empty.
 func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []*appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
@@ -362,13 +362,16 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []*appsv1.R
 		if _, ok := need[k.kind]; !ok {
 			continue
 		}
-		var items []metav1.PartialObjectMetadata
-		err := a.call(ctx, func(ctx context.Context) error {
-			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				items = l.Items
+		var refs []ControllerRef
+		err := a.pages(ctx, metav1.ListOptions{}, func() { refs = refs[:0] }, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return "", err
 			}
-			return err
+			for i := range l.Items {
+				refs = append(refs, RefOf(k.kind, &l.Items[i]))
+			}
+			return l.Continue, nil
 		})
 		switch {
 		case isNotFound(err):
@@ -380,9 +383,7 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []*appsv1.R
 			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
 		}
 		listed = append(listed, k.kind)
-		for i := range items {
-			out = append(out, RefOf(k.kind, &items[i]))
-		}
+		out = append(out, refs...)
 	}
 	return out, listed, nil
 }

@@ -3,6 +3,7 @@ package step
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,65 @@ func TestWaitingStepListsOnlyItsReplicaSets(t *testing.T) {
 	if len(acts) != 1 || acts[0].GetVerb() != "list" || acts[0].GetResource().Resource != "replicasets" ||
 		acts[0].(k8stesting.ListAction).GetListRestrictions().Labels.String() != "app=web" {
 		t.Errorf("a waiting step sent %v, want only the list of its ReplicaSets by selector app=web", acts)
+	}
+}
+
+// TestStepReadsIsTheFormula: the requests a step sends before its writes are exactly
+// plugin.StepReads (the formula the docs state and the benchmark mirrors), where a live
+// controller maintains the objects and where none does.
+func TestStepReadsIsTheFormula(t *testing.T) {
+	ro := fixtures.Rollout(curHash)
+	wl := plugin.Workload{Kind: plugin.KindRollout, Namespace: testNS, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	cfg := []plugin.Object{{Kind: plugin.KindConfigMap, Name: "app-config"}}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS, UID: "uid-debug"}}
+	for _, tc := range []struct {
+		name  string
+		c     *fake.Clientset
+		shape plugin.StepShape
+	}{
+		{"maintained", sharedWorld(false, bare, controllerLease(time.Now(), nil)),
+			plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, Maintained: true}},
+		{"step only", func() *fake.Clientset {
+			c := sharedWorld(false, bare)
+			// The worker's ReplicaSet no longer uses the object: the step attaches it.
+			_ = c.AppsV1().ReplicaSets(testNS).Delete(t.Context(), "worker-w1", metav1.DeleteOptions{})
+			w := fixtures.ReplicaSet("w1", "uid-worker-rs", "uid-worker", fixtures.PodSpec([]string{"other"}, nil))
+			w.Name = "worker-w1"
+			w.OwnerReferences[0].APIVersion, w.OwnerReferences[0].Kind, w.OwnerReferences[0].Name = "apps/v1", "Deployment", "worker"
+			_, _ = c.AppsV1().ReplicaSets(testNS).Create(t.Context(), w, metav1.CreateOptions{})
+			return c
+		}(), plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, ControllerKinds: []string{plugin.KindDeployment}, OwnPods: []string{"debug"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.ClearActions()
+			s := newStep(tc.c)
+			s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+			res, _ := s.Run(ro, stepCtx(`{"configMaps":["app-config"]}`))
+			if res.Phase != types.PhaseSuccessful {
+				t.Fatalf("%s %s", res.Phase, res.Message)
+			}
+			var got, want []string
+			for _, a := range tc.c.Actions() {
+				switch a.GetVerb() {
+				case "list":
+					r := a.(k8stesting.ListAction).GetListRestrictions()
+					got = append(got, fmt.Sprintf("list %s labels=%q fields=%q", a.GetResource().Resource, r.Labels.String(), r.Fields.String()))
+				case "get":
+					got = append(got, "get "+a.GetResource().Resource+" "+a.(k8stesting.GetAction).GetName())
+				}
+			}
+			for _, r := range plugin.StepReads(tc.shape) {
+				if r.Verb == "get" {
+					want = append(want, "get "+r.Resource.Resource+" "+r.Name)
+					continue
+				}
+				want = append(want, fmt.Sprintf("list %s labels=%q fields=%q", r.Resource.Resource, r.ListOptions.LabelSelector, r.ListOptions.FieldSelector))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("reads\n  %s\nformula\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
 	}
 }
