@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,8 +22,9 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// The only file that talks to the apiserver: the Attacher, every list, get and patch of
-// the core, and call, the one deadline-and-retry wrapper every request goes through.
+// With reads.go (the namespace's users, paged), the only file that talks to the apiserver: the
+// Attacher, every list, get and patch of the core, and call, the one deadline-and-retry wrapper
+// every request goes through.
 
 // RBACHint is where the docs keep the RBAC the plugin needs.
 const RBACHint = "examples/rbac-step-plugin.yaml"
@@ -339,85 +338,10 @@ func (a *Attacher) readByName(ctx context.Context, gvr schema.GroupVersionResour
 	return items, err
 }
 
-// ReadUsage reads a namespace's users for one run: every ReplicaSet; the Deployments, Rollouts
-// and Experiments that control some of them (metadata only, and only the kinds that do, other
-// than the known workloads); every StatefulSet, DaemonSet, Job and CronJob; the Pods' metadata,
-// and the pod spec of each Pod (a list by name) no ReplicaSet, StatefulSet, DaemonSet or Job controls. A
-// forbidden list is a *FailError naming the grant: without it not every user is known.
-func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
-	var in UsageInput
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	list := func(what string, f func(context.Context) error) {
-		g.Go(func() error {
-			if err := a.call(gctx, f); err != nil {
-				return a.usageError(err, what, ns)
-			}
-			return nil
-		})
-	}
-	listInto(list, &mu, "statefulsets.apps", &in.StatefulSets, func(ctx context.Context) (*appsv1.StatefulSetList, error) {
-		return a.Client.ListStatefulSets(ctx, ns, metav1.ListOptions{})
-	}, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items })
-	listInto(list, &mu, "daemonsets.apps", &in.DaemonSets, func(ctx context.Context) (*appsv1.DaemonSetList, error) {
-		return a.Client.ListDaemonSets(ctx, ns, metav1.ListOptions{})
-	}, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items })
-	listInto(list, &mu, "jobs.batch", &in.Jobs, func(ctx context.Context) (*batchv1.JobList, error) {
-		return a.Client.ListJobs(ctx, ns, metav1.ListOptions{})
-	}, func(l *batchv1.JobList) []batchv1.Job { return l.Items })
-	listInto(list, &mu, "cronjobs.batch", &in.CronJobs, func(ctx context.Context) (*batchv1.CronJobList, error) {
-		return a.Client.ListCronJobs(ctx, ns, metav1.ListOptions{})
-	}, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items })
-	g.Go(func() error {
-		pods, err := a.barePods(gctx, ns)
-		mu.Lock()
-		in.BarePods = pods
-		mu.Unlock()
-		return err
-	})
-	g.Go(func() error {
-		var rss []appsv1.ReplicaSet
-		err := a.call(gctx, func(ctx context.Context) error {
-			l, err := a.Client.ListReplicaSets(ctx, ns, metav1.ListOptions{})
-			if err == nil {
-				rss = l.Items
-			}
-			return err
-		})
-		if err != nil {
-			return a.usageError(err, "replicasets.apps", ns)
-		}
-		ctrls, listed, err := a.controllersOf(gctx, ns, rss, known)
-		mu.Lock()
-		in.ReplicaSets, in.Controllers, in.ListedKinds = rss, ctrls, listed
-		mu.Unlock()
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return NewUsage(ns, in), nil
-}
-
-// listInto runs one list of ReadUsage (through list: the deadline, the retries and the error
-// wording) and stores its items in dst under mu.
-func listInto[L any, T any](list func(string, func(context.Context) error), mu *sync.Mutex, what string, dst *[]T,
-	get func(context.Context) (L, error), items func(L) []T) {
-	list(what, func(ctx context.Context) error {
-		l, err := get(ctx)
-		if err == nil {
-			mu.Lock()
-			*dst = items(l)
-			mu.Unlock()
-		}
-		return err
-	})
-}
-
-// controllersOf lists, metadata only, each checked controller kind that controls a ReplicaSet
+// controllersOf lists, metadata only and paged, each checked controller kind that controls a ReplicaSet
 // other than the known workloads. A kind whose resource is not served (the Rollout CRD not
 // installed) has no workloads: listed, and empty.
-func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
+func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []*appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
 	out := append([]ControllerRef(nil), known...)
 	isKnown := map[types.UID]bool{}
 	for _, k := range known {
@@ -425,7 +349,7 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.Re
 	}
 	need := map[string]controllerKind{}
 	for i := range rss {
-		ref := metav1.GetControllerOfNoCopy(&rss[i])
+		ref := metav1.GetControllerOfNoCopy(rss[i])
 		if ref == nil || isKnown[ref.UID] {
 			continue
 		}
@@ -438,13 +362,16 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.Re
 		if _, ok := need[k.kind]; !ok {
 			continue
 		}
-		var items []metav1.PartialObjectMetadata
-		err := a.call(ctx, func(ctx context.Context) error {
-			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				items = l.Items
+		var refs []ControllerRef
+		err := a.pages(ctx, metav1.ListOptions{}, func() { refs = refs[:0] }, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return "", err
 			}
-			return err
+			for i := range l.Items {
+				refs = append(refs, RefOf(k.kind, &l.Items[i]))
+			}
+			return l.Continue, nil
 		})
 		switch {
 		case isNotFound(err):
@@ -456,76 +383,10 @@ func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []appsv1.Re
 			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
 		}
 		listed = append(listed, k.kind)
-		for i := range items {
-			out = append(out, RefOf(k.kind, &items[i]))
-		}
+		out = append(out, refs...)
 	}
 	return out, listed, nil
 }
-
-// barePods reads the Pods' metadata, then the spec of each Pod that no ReplicaSet controls:
-// a bare Pod, or one of a StatefulSet, DaemonSet, Job or a controller configmap-attacher does not
-// read. A Pod's own spec counts, not its controller's current template: a StatefulSet or
-// DaemonSet mid-rollout (OnDelete, a partition) still runs Pods of an older revision. (A
-// ReplicaSet's Pods are its template's: the ReplicaSet is read.) Up to manyPods such Pods are
-// read by a list by name each, more by one list of the namespace's Pods.
-func (a *Attacher) barePods(ctx context.Context, ns string) ([]corev1.Pod, error) {
-	var items []metav1.PartialObjectMetadata
-	gvr := corev1.SchemeGroupVersion.WithResource("pods")
-	err := a.call(ctx, func(ctx context.Context) error {
-		l, err := a.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			items = l.Items
-		}
-		return err
-	})
-	if err != nil {
-		return nil, a.usageError(err, "pods", ns)
-	}
-	want := map[types.UID]bool{}
-	var names []string
-	for i := range items {
-		if !ReplicaSetPod(metav1.GetControllerOfNoCopy(&items[i])) {
-			want[items[i].UID] = true
-			names = append(names, items[i].Name)
-		}
-	}
-	if len(names) == 0 {
-		return nil, nil
-	}
-	// A list by name, or of all: list is in every mode's RBAC (the Rollouts controller's role
-	// has no get on pods); a Pod gone since is simply not there.
-	selectors := make([]string, 0, len(names))
-	if len(names) > manyPods {
-		selectors = append(selectors, "")
-	} else {
-		for _, n := range names {
-			selectors = append(selectors, "metadata.name="+n)
-		}
-	}
-	var out []corev1.Pod
-	for _, fs := range selectors {
-		var l *corev1.PodList
-		err := a.call(ctx, func(ctx context.Context) error {
-			var err error
-			l, err = a.Client.ListPods(ctx, ns, metav1.ListOptions{FieldSelector: fs})
-			return err
-		})
-		if err != nil {
-			return nil, a.usageError(err, "pods", ns)
-		}
-		for _, p := range l.Items {
-			if want[p.UID] {
-				out = append(out, p)
-			}
-		}
-	}
-	return out, nil
-}
-
-// manyPods is how many Pods without a ReplicaSet are read by name before one list of all is
-// cheaper.
-const manyPods = 8
 
 // readLeases reads the controllers' leader Leases, each with the deadline and retries of call:
 // what MaintainedBy judges. A Lease that is absent, forbidden or unreadable counts as no

@@ -22,9 +22,15 @@ import (
 type Request struct {
 	// Namespace of every object (default Workload.Namespace).
 	Namespace string
-	// Users is the namespace's view of who uses what (required): ReadUsage, or the
-	// controller's caches.
+	// Users is the namespace's view of who uses what: ReadUsage, or the controller's caches.
+	// Required unless ReadUsers is set.
 	Users UserView
+	// ReadUsers, when Users is nil, reads the namespace's users (ReadUsage) for a run scoped
+	// to its workload (Maintainers): only when some object is not maintained by a live
+	// controller, once. The objects a live controller maintains get the workload's own
+	// ReplicaSets that use them (ReplicaSets), whatever their other users: the controller
+	// keeps those (usersFor).
+	ReadUsers func(ctx context.Context) (UserView, error)
 	// Workload and ReplicaSets, with an explicit list or discovery: the workload the run is
 	// for and its own ReplicaSets (the rule table and discovery look at its history).
 	Workload    Workload
@@ -207,7 +213,7 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	if ns == "" {
 		ns = req.Workload.Namespace
 	}
-	if req.Users == nil {
+	if req.Users == nil && (req.ReadUsers == nil || req.Maintainers == nil) {
 		return res, fmt.Errorf("internal error: a run needs the namespace's users")
 	}
 	if req.Target != nil && !Live(req.Target) {
@@ -242,17 +248,13 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 	for _, c := range req.Candidates {
 		cands = append(cands, candidate{Candidate: c, labelsKnown: true})
 	}
-	var leases []ControllerLease
-	if req.Maintainers != nil && sharedAny(req, cands) {
-		leases, res.Warnings = a.readLeases(ctx, req.Maintainers.Leases)
-		// The labels decide only beside a live controller (the Job's RBAC has no get on
-		// ConfigMaps otherwise).
-		if CoversNamespace(leases, req.Workload.Kind, ns, req.Maintainers.now()) {
-			if err := a.sharedLabels(ctx, ns, req, cands); err != nil {
-				return res, err
-			}
-		}
+	users, leases, warnings, err := a.usersFor(ctx, ns, req, cands)
+	if err != nil {
+		return res, err
 	}
+	req.Users = users
+	res.Warnings = warnings
+	plan.Handed = append(plan.Handed, handedUnread(req, cands, leases)...)
 	if err := planWrites(req, &plan, cands, leases); err != nil {
 		res.Plan = plan
 		return res, err
@@ -276,4 +278,147 @@ func (a *Attacher) Reconcile(ctx context.Context, req Request) (Result, error) {
 // containsOwner reports whether owners hold the ReplicaSet with this UID.
 func containsOwner(owners []Owner, uid types.UID) bool {
 	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
+}
+
+// usersFor is the view of the namespace's users the rules see, and the controllers' Leases a
+// run scoped to its workload judges shared objects by.
+//
+// Given the users (Users): the Leases are read only when some candidate is shared, and the
+// labels of shared candidates only beside a live controller.
+//
+// Reading them on demand (ReadUsers): the Leases first, then, beside a live controller, the
+// labels of candidates not read yet; a candidate a live controller maintains (MaintainedBy) sees
+// only the workload's own ReplicaSets (ownView), since the controller keeps its other users;
+// the namespace's users are read only if some candidate is not maintained. The rule (ownersOf,
+// planWrites) is the same either way.
+func (a *Attacher) usersFor(ctx context.Context, ns string, req Request, cands []candidate) (UserView, []ControllerLease, []string, error) {
+	if req.Users != nil {
+		if req.Maintainers == nil || !sharedAny(req, cands) {
+			return req.Users, nil, nil, nil
+		}
+		leases, warnings := a.readLeases(ctx, req.Maintainers.Leases)
+		// The labels decide only beside a live controller (the Job's RBAC has no get on
+		// ConfigMaps otherwise).
+		if CoversNamespace(leases, req.Workload.Kind, ns, req.Maintainers.now()) {
+			if err := a.sharedLabels(ctx, ns, req, cands); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		return req.Users, leases, warnings, nil
+	}
+	own := ownView(ns, req)
+	live := 0
+	for _, c := range cands {
+		if !c.dropped {
+			live++
+		}
+	}
+	if live == 0 {
+		return own, nil, nil, nil
+	}
+	leases, leaseWarnings := a.readLeases(ctx, req.Maintainers.Leases)
+	now := req.Maintainers.now()
+	if CoversNamespace(leases, req.Workload.Kind, ns, now) {
+		a.candidateLabels(ctx, ns, cands)
+	}
+	covered := map[Object]bool{}
+	for _, c := range cands {
+		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, now); lease != "" && c.labelsKnown && !c.dropped {
+			covered[c.Object] = true
+		}
+	}
+	if len(covered) == live {
+		return own, leases, nil, nil
+	}
+	full, err := req.ReadUsers(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var warnings []string
+	if w, ok := full.(interface{ ReadWarnings() []string }); ok {
+		warnings = append(warnings, w.ReadWarnings()...)
+	}
+	view := maintainedView{own: own, full: full, covered: covered}
+	// A refused Lease matters only to a shared object: a step-only install that shares
+	// nothing is not warned on every run.
+	if sharedAny(Request{Users: view, Workload: req.Workload, Maintainers: req.Maintainers}, cands) {
+		warnings = append(warnings, leaseWarnings...)
+	}
+	return view, leases, warnings, nil
+}
+
+// ownView is the users a run's workload alone accounts for: its own ReplicaSets, their
+// controller (the workload) live.
+func ownView(ns string, req Request) *NamespaceUsage {
+	in := UsageInput{Controllers: []ControllerRef{{Kind: req.Workload.Kind, Name: req.Workload.Name, UID: req.Workload.UID}}}
+	seen := map[types.UID]bool{}
+	for _, rs := range append(append([]*appsv1.ReplicaSet(nil), req.ReplicaSets...), req.Target) {
+		if rs != nil && !seen[rs.UID] {
+			seen[rs.UID] = true
+			in.ReplicaSets = append(in.ReplicaSets, *rs)
+		}
+	}
+	return NewUsage(ns, in)
+}
+
+// maintainedView answers for the objects a live controller maintains with the workload's own
+// users, and for the others with the namespace's.
+type maintainedView struct {
+	own, full UserView
+	covered   map[Object]bool
+}
+
+func (v maintainedView) UsersOf(o Object) Users {
+	if v.covered[o] {
+		return v.own.UsersOf(o)
+	}
+	return v.full.UsersOf(o)
+}
+
+func (v maintainedView) Stale() bool { return v.full.Stale() }
+
+// candidateLabels reads the labels of the candidates whose labels were not read yet (a listed
+// object without the opt-in policy): the controller maintains only opted-in objects. A read
+// that fails leaves the labels unknown: the object then counts as not maintained, and its users
+// are read (the Job's RBAC has no get on ConfigMaps and Secrets).
+func (a *Attacher) candidateLabels(ctx context.Context, ns string, cands []candidate) {
+	for i := range cands {
+		c := &cands[i]
+		if c.labelsKnown || c.dropped {
+			continue
+		}
+		m, err := a.getMeta(ctx, ns, c.Object)
+		switch {
+		case err != nil:
+			a.log().WithField("object", c.Object.String()).WithError(err).Debug("labels not read: its users will be")
+		case m != nil:
+			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+		}
+	}
+}
+
+// handedUnread are the objects a live controller maintains whose other users the run did not
+// read (maintainedView): named in the message as left to the controller.
+func handedUnread(req Request, cands []candidate, leases []ControllerLease) []Handover {
+	v, ok := req.Users.(maintainedView)
+	var own *NamespaceUsage
+	if !ok {
+		if own, ok = req.Users.(*NamespaceUsage); !ok || req.ReadUsers == nil {
+			return nil
+		}
+	}
+	ns := req.Namespace
+	if ns == "" {
+		ns = req.Workload.Namespace
+	}
+	var out []Handover
+	for _, c := range cands {
+		if c.dropped || (own == nil && !v.covered[c.Object]) {
+			continue
+		}
+		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, req.Maintainers.now()); lease != "" {
+			out = append(out, Handover{Object: c.Object, Lease: lease})
+		}
+	}
+	return out
 }

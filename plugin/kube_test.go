@@ -20,11 +20,14 @@ import (
 // (test/core, test/rollouts) run it end to end; this pins the paths without one.
 func TestNewKubeRequests(t *testing.T) {
 	var mu sync.Mutex
-	var got []string
+	var got, accepts []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		if r.Method == http.MethodGet {
+			accepts = append(accepts, r.Header.Get("Accept"))
+		}
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost {
@@ -42,7 +45,7 @@ func TestNewKubeRequests(t *testing.T) {
 			return
 		}
 		kind := map[string]string{"replicasets": "ReplicaSetList", "statefulsets": "StatefulSetList", "daemonsets": "DaemonSetList",
-			"jobs": "JobList", "cronjobs": "CronJobList", "pods": "PodList"}[resource]
+			"jobs": "JobList", "cronjobs": "CronJobList", "pods": "PodList", "controllerrevisions": "ControllerRevisionList"}[resource]
 		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": gv, "kind": kind, "metadata": map[string]any{"resourceVersion": "7"},
 			"items": []any{map[string]any{"metadata": map[string]any{"name": resource + "-1", "namespace": "ns"}}}})
 	}))
@@ -73,6 +76,8 @@ func TestNewKubeRequests(t *testing.T) {
 	check("cronjobs", first(cj.Items, func(i int) string { return cj.Items[i].Name }), err)
 	ps, err := k.ListPods(ctx, "ns", sel)
 	check("pods", first(ps.Items, func(i int) string { return ps.Items[i].Name }), err)
+	cr, err := k.ListControllerRevisions(ctx, "ns", metav1.ListOptions{Limit: 500})
+	check("controllerrevisions", first(cr.Items, func(i int) string { return cr.Items[i].Name }), err)
 	one, err := k.GetReplicaSet(ctx, "ns", "web-1")
 	if err != nil || one.Name != "web-1" {
 		t.Errorf("GetReplicaSet = %+v, %v", one, err)
@@ -93,8 +98,15 @@ func TestNewKubeRequests(t *testing.T) {
 		"GET /apis/batch/v1/namespaces/ns/jobs?",
 		"GET /apis/batch/v1/namespaces/ns/cronjobs?",
 		"GET /api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dx",
+		"GET /apis/apps/v1/namespaces/ns/controllerrevisions?limit=500",
 		"GET /apis/apps/v1/namespaces/ns/replicasets/web-1?",
 		"POST /api/v1/namespaces/ns/events?",
+	}
+	// Protobuf first: a busy namespace's lists are smaller and cheaper to decode.
+	for _, a := range accepts {
+		if !strings.HasPrefix(a, "application/vnd.kubernetes.protobuf") {
+			t.Errorf("Accept %q: want protobuf first", a)
+		}
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

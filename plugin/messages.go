@@ -209,11 +209,29 @@ func leaseForbiddenWarning(ref LeaseRef, rbacHint string) string {
 		ref, ref.Name, ref.Namespace, rbacHint)
 }
 
+// revisionsForbiddenWarning names the grant a run lacks to read StatefulSets' and DaemonSets'
+// revisions: it reads their Pods' specs instead, which costs more in a busy namespace.
+func revisionsForbiddenWarning(ns, rbacHint string) string {
+	return fmt.Sprintf("may not list controllerrevisions.apps in namespace %s: the specs of the StatefulSets' and DaemonSets' Pods are read instead (more to read in a busy namespace); grant list on controllerrevisions.apps to this service account (%s)", ns, rbacHint)
+}
+
 // handedText names the shared objects whose other users a live controller maintains.
 func (r Result) handedText() string {
 	var s string
+	unread := map[string][]string{}
+	var leases []string
 	for _, h := range r.Handed {
+		if len(h.Users) == 0 {
+			if _, ok := unread[h.Lease]; !ok {
+				leases = append(leases, h.Lease)
+			}
+			unread[h.Lease] = append(unread[h.Lease], h.Object.String())
+			continue
+		}
 		s += fmt.Sprintf("; %s is also used by %s: the controller of Lease %s maintains those owners", h.Object, strings.Join(h.Users, ", "), h.Lease)
+	}
+	for _, l := range leases {
+		s += fmt.Sprintf("; the controller of Lease %s maintains %s: any other users are its to keep (not read)", l, strings.Join(unread[l], ", "))
 	}
 	return s
 }

@@ -254,15 +254,23 @@ func Orphaning(m metav1.Object) bool {
 // template is a pod template that cannot own: its references.
 type template struct {
 	user OtherUser
-	refs References
+	// parent, for a StatefulSet's or DaemonSet's revision, is that set: a user named once
+	// when both its current template and a revision reference the object.
+	parent OtherUser
+	refs   References
 }
 
 // NamespaceUsage is one namespace's users, read for one run (ReadUsage) or assembled from
 // lists a caller already made (NewUsage).
 type NamespaceUsage struct {
 	Namespace string
-	// ReplicaSets are every ReplicaSet of the namespace, oldest first.
+	// ReplicaSets are every ReplicaSet of the namespace, oldest first. In a usage ReadUsage
+	// read they are metadata only (identity, labels, owner references, timestamps): their
+	// templates' references are kept beside them, not the templates.
 	ReplicaSets []*appsv1.ReplicaSet
+	// Warnings are reads the RBAC refused that the usage did without (ReadUsage: the
+	// ControllerRevisions), naming the grant.
+	Warnings    []string
 	refs        []References
 	creds       []References
 	controllers []ControllerState
@@ -307,7 +315,7 @@ func NewUsage(ns string, in UsageInput) *NamespaceUsage {
 		u.controllers = append(u.controllers, controllerState(rs, live, in.ListedKinds))
 	}
 	add := func(kind, name string, spec *corev1.PodSpec) {
-		u.templates = append(u.templates, template{OtherUser{kind, name}, TemplateReferences(spec)})
+		u.templates = append(u.templates, template{user: OtherUser{kind, name}, refs: TemplateReferences(spec)})
 	}
 	for i := range in.StatefulSets {
 		add("StatefulSet", in.StatefulSets[i].Name, &in.StatefulSets[i].Spec.Template.Spec)
@@ -358,12 +366,15 @@ func (u *NamespaceUsage) UsersOf(o Object) Users {
 		}
 	}
 	for _, t := range u.templates {
-		if t.refs.Has(o) {
+		if t.refs.Has(o) && (t.parent.Kind == "" || !slices.Contains(out.Others, t.parent)) {
 			out.Others = append(out.Others, t.user)
 		}
 	}
 	return out
 }
+
+// ReadWarnings returns Warnings, for Reconcile, which reports them.
+func (u *NamespaceUsage) ReadWarnings() []string { return u.Warnings }
 
 // Stale implements UserView.
 func (u *NamespaceUsage) Stale() bool { return u.stale }

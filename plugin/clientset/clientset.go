@@ -100,6 +100,10 @@ func (t typed) ListPods(ctx context.Context, ns string, o metav1.ListOptions) (*
 	return t.k.CoreV1().Pods(ns).List(ctx, o)
 }
 
+func (t typed) ListControllerRevisions(ctx context.Context, ns string, o metav1.ListOptions) (*appsv1.ControllerRevisionList, error) {
+	return t.k.AppsV1().ControllerRevisions(ns).List(ctx, o)
+}
+
 func (t typed) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
 	return t.k.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 }

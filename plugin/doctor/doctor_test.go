@@ -438,3 +438,16 @@ func TestStepLeaseGrant(t *testing.T) {
 		t.Errorf("want one rbac/step-lease warning naming the Lease and the Role:\n%s", text(rep))
 	}
 }
+
+// TestStepRevisionsGrant: without list on controllerrevisions the step reads the StatefulSets'
+// and DaemonSets' Pods in full instead: a warning naming the grant and the fix, not a failure.
+func TestStepRevisionsGrant(t *testing.T) {
+	s := healthy()
+	s.denied["system:serviceaccount:argo-rollouts:argo-rollouts list controllerrevisions shop"] = true
+	rep, _ := s.run(t, ModeStep)
+	got := find(rep, Warning, "rbac/step")
+	if rep.Failed() || len(got) != 1 || !strings.Contains(got[0].Message, "may not list controllerrevisions.apps") ||
+		!strings.Contains(got[0].Message, "Pods instead of their revisions") || !strings.Contains(got[0].Fix, "examples/rbac-step-plugin.yaml") {
+		t.Errorf("want one rbac/step warning naming the grant:\n%s", text(rep))
+	}
+}

@@ -31,6 +31,8 @@ func (d *Doctor) needs(mode string) []need {
 			{"apps", "deployments", []string{"list"}, false},
 			{"apps", "statefulsets", []string{"list"}, false},
 			{"apps", "daemonsets", []string{"list"}, false},
+			// The StatefulSets' and DaemonSets' revisions stand for their Pods' specs (degrades).
+			{"apps", "controllerrevisions", []string{"list"}, false},
 			{"batch", "jobs", []string{"list"}, false},
 			{"batch", "cronjobs", []string{"list"}, false},
 			{"", "pods", []string{"list"}, false},
@@ -64,6 +66,7 @@ func (d *Doctor) needs(mode string) []need {
 			{"apps", "deployments", []string{"get", "list"}, false},
 			{"apps", "statefulsets", []string{"list"}, false},
 			{"apps", "daemonsets", []string{"list"}, false},
+			{"apps", "controllerrevisions", []string{"list"}, false},
 			{"batch", "jobs", []string{"list"}, false},
 			{"batch", "cronjobs", []string{"list"}, false},
 			{"", "pods", []string{"list"}, false},
@@ -82,6 +85,12 @@ func (d *Doctor) needs(mode string) []need {
 		n = append(n, need{"", "configmaps", []string{"delete"}, false}, need{"", "secrets", []string{"delete"}, false})
 	}
 	return n
+}
+
+// degrades are the grants the step and the Job do without, and what they do then: a missing
+// one is a warning, not an error.
+var degrades = map[string]string{
+	"controllerrevisions": "reads the specs of the StatefulSets' and DaemonSets' Pods instead of their revisions (more to read in a busy namespace), with a warning",
 }
 
 // identity is a mode's ServiceAccount (namespace "" for the Job: each application namespace).
@@ -125,7 +134,7 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report, mode string) {
 			where = "namespace " + scope
 		}
 		// Missing grants by where they are missing, in the order checked.
-		var wheres []string
+		var wheres, degraded []string
 		missing := map[string][]string{}
 		checked := 0
 		for _, n := range d.needs(mode) {
@@ -146,6 +155,10 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report, mode string) {
 					if n.group != "" {
 						res += "." + n.group
 					}
+					if why, ok := degrades[n.resource]; ok && mode != ModeController {
+						degraded = append(degraded, fmt.Sprintf("may not %s %s in %s: the %s mode %s", verb, res, where, mode, why))
+						continue
+					}
 					in := where
 					if n.own {
 						in = "namespace " + target
@@ -156,6 +169,9 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report, mode string) {
 					missing[in] = append(missing[in], verb+" "+res)
 				}
 			}
+		}
+		for _, msg := range degraded {
+			r.problem(Warning, "rbac/"+mode, user, "apply "+fix, "%s", msg)
 		}
 		if len(wheres) > 0 {
 			var parts []string

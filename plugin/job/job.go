@@ -181,11 +181,8 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
 		}
 	}
-	usage, err := w.attacher.ReadUsage(ctx, w.ns, plugin.RefOf(plugin.KindRollout, ro))
-	if err != nil {
-		return false, "", err
-	}
-	rss, err := usage.Own(wl)
+	// Each poll lists only the Rollout's own ReplicaSets until the target exists (reads.go).
+	rss, err := w.attacher.ReadOwnReplicaSets(ctx, wl)
 	if err != nil {
 		return false, "", err
 	}
@@ -193,10 +190,14 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if target == nil {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}
-	// The ReplicaSet of the current spec exists: the rule table decides at once.
-	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
+	// The ReplicaSet of the current spec exists: the rule table decides at once; the
+	// namespace's users are read only for objects no live controller maintains.
+	req := plugin.Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: w.cfg.Objects(), Source: "-configmaps/-secrets",
 		AllowUnreferenced: w.cfg.AllowUnreferenced, Policy: w.policy, DryRun: w.cfg.DryRun,
-		Maintainers: &plugin.Maintainers{Leases: w.leases}}
+		Maintainers: &plugin.Maintainers{Leases: w.leases},
+		ReadUsers: func(ctx context.Context) (plugin.UserView, error) {
+			return w.attacher.ReadUsage(ctx, w.ns, plugin.RefOf(plugin.KindRollout, ro))
+		}}
 	if w.cfg.Discover != nil {
 		if req.Discover, err = w.cfg.Discover.LabelSelector(); err != nil {
 			return false, "", &plugin.FailError{Msg: "-selector: " + err.Error()}

@@ -11,10 +11,12 @@ import (
 	rolloutsfake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
@@ -171,4 +173,31 @@ var (
 
 func owners(t *testing.T, c kubernetes.Interface, kind plugin.Kind, name string) []metav1.OwnerReference {
 	return fixtures.Owners(t, c, kind == plugin.KindSecret, name)
+}
+
+// TestJobPollsOnlyItsReplicaSets: while the ReplicaSet of the current template does not exist,
+// each poll reads the Rollout and lists its ReplicaSets by its selector, and nothing else of
+// the namespace (its Pods, StatefulSets, … are read only once the target exists).
+func TestJobPollsOnlyItsReplicaSets(t *testing.T) {
+	ro := fixtures.Rollout(curHash)
+	kube := fake.NewClientset(fixtures.ReplicaSet(oldHash, "uid-old", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-old"}, nil)),
+		fixtures.ConfigMap("cfg-new"), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS}})
+	_, _, err := runJob(t, kube, rolloutsfake.NewSimpleClientset(ro), jobOf([]string{"cfg-new"}, nil, 300*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("error %v, want the timeout", err)
+	}
+	polls := 0
+	for _, a := range kube.Actions() {
+		switch {
+		case a.GetVerb() == "create" && a.GetResource().Resource == "events":
+		case a.GetVerb() == "list" && a.GetResource().Resource == "replicasets" &&
+			a.(k8stesting.ListAction).GetListRestrictions().Labels.String() == "app=web":
+			polls++
+		default:
+			t.Errorf("a waiting poll sent %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if polls < 2 {
+		t.Errorf("%d polls: the check would pass by accident", polls)
+	}
 }

@@ -66,7 +66,7 @@ func TestRunBoundedWhenAPIServerHangs(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no connection reached the hung listener: the check would pass by accident")
 	}
-	if !strings.Contains(rerr.ErrorString, "to find every user of the objects") {
+	if !strings.Contains(rerr.ErrorString, "to find the one being rolled out") {
 		t.Errorf("error %q does not say what it was doing", rerr.ErrorString)
 	}
 	t.Logf("Run returned after %s (bound %s) with %q; %d connections accepted", took.Round(time.Millisecond), RunDeadline, rerr.ErrorString, n)

@@ -149,24 +149,6 @@ func TestJobMessagesNameTheFlags(t *testing.T) {
 
 // Found in review: each of these made the step attach where it must not (or not where it must).
 
-// TestOldRevisionPodOfAStatefulSetBlocks: a StatefulSet mid-rollout (OnDelete, a partition)
-// still runs a Pod of an older revision; that Pod's own spec counts, not the StatefulSet's
-// current template.
-func TestOldRevisionPodOfAStatefulSetBlocks(t *testing.T) {
-	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS, UID: "uid-sts"},
-		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"cache-new"}, nil)}}}
-	t0 := true
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache-0", Namespace: testNS, UID: "uid-pod",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "cache", UID: "uid-sts", Controller: &t0}}},
-		Spec: fixtures.PodSpec([]string{"shared"}, nil)}
-	c := fake.NewClientset(cur, sts, pod, fixtures.ConfigMap("shared"))
-	res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
-	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by Pod cache-0") || writes(c) != 0 {
-		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
-	}
-}
-
 // TestOrphaningDeploymentKeepsItsReplicaSet: a Deployment deleted with --cascade=orphan keeps
 // its ReplicaSets (the garbage collector only removes their controller reference): such a
 // ReplicaSet is a user like one without a controller, not a gone one.

@@ -163,13 +163,9 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	}
 	a := &plugin.Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
 
-	// Every user of an object in the namespace counts (users.go): the Rollout itself is known
-	// to the controller that sent it.
-	usage, err := a.ReadUsage(ctx, ro.Namespace, plugin.RefOf(plugin.KindRollout, ro))
-	if err != nil {
-		return s.verdict(log, ro, err)
-	}
-	rss, err := usage.Own(wl)
+	// Only the Rollout's own ReplicaSets until its target exists: a waiting step reads nothing
+	// else (reads.go).
+	rss, err := a.ReadOwnReplicaSets(ctx, wl)
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
@@ -180,9 +176,15 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	log = log.WithField("replicaset", target.Name)
 	a.Log = log
 
-	req := plugin.Request{Workload: wl, Users: usage, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
+	// Every user of an object counts (users.go); the namespace's users are read only for
+	// objects no live controller maintains (Reconcile). The Rollout itself is known to the
+	// controller that sent it.
+	req := plugin.Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
 		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun,
-		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now}}
+		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now},
+		ReadUsers: func(ctx context.Context) (plugin.UserView, error) {
+			return a.ReadUsage(ctx, ro.Namespace, plugin.RefOf(plugin.KindRollout, ro))
+		}}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
 			return s.verdict(log, ro, &plugin.FailError{Msg: "discover.selector: " + err.Error()})

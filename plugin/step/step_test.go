@@ -86,9 +86,11 @@ func TestRunAttachesToCurrentReplicaSet(t *testing.T) {
 			t.Errorf("unexpected %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
-	// The namespace's users: ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, Pods.
-	if lists != 6 || patches != 3 {
-		t.Errorf("lists=%d patches=%d, want 6 and 3", lists, patches)
+	// The Rollout's own ReplicaSets, then (no controller maintains the objects) the
+	// namespace's users: ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
+	// ControllerRevisions, Pods (metadata).
+	if lists != 8 || patches != 3 {
+		t.Errorf("lists=%d patches=%d, want 8 and 3", lists, patches)
 	}
 	cm, _ := c.CoreV1().ConfigMaps(testNS).Get(t.Context(), "cfg-new", metav1.GetOptions{})
 	if cm.Data["app.yaml"] != "color: blue" || cm.Labels["team"] != "shop" || cm.Annotations["note"] != "keep" {

@@ -69,7 +69,8 @@ func TestSharedConfigLivesWhileAnyUserDoes(t *testing.T) {
 	res = realapi.Run(t, realapi.NewStep(stepCfg), ro, hash, config)
 	t.Logf("with the controller: %s: %s", res.Phase, res.Message)
 	realapi.MustSucceed(t, res)
-	if !strings.Contains(res.Message, "the controller of Lease "+lease.String()+" maintains those owners") {
+	// The step does not read worker's ReplicaSets: the controller maintains the object.
+	if !strings.Contains(res.Message, "the controller of Lease "+lease.String()+" maintains ConfigMap app-config") {
 		t.Errorf("the message does not say who maintains worker's owners: %s", res.Message)
 	}
 	// The step's own ReplicaSet, worker's (the controller's), and worker's anchor.

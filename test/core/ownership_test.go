@@ -176,14 +176,16 @@ func TestRequestCounts(t *testing.T) {
 	s := realapi.NewStep(counter.Wrap(cfg))
 	config := map[string]any{"configMaps": cms, "secrets": secs}
 	realapi.MustSucceed(t, realapi.Run(t, s, ro, "new", config))
-	if got := counter.Count("list", "replicasets"); got != 1 {
-		t.Errorf("list replicasets = %d, want 1 (%s)", got, counter)
+	// The Rollout's own (by selector), then the namespace's (users).
+	if got := counter.Count("list", "replicasets"); got != 2 {
+		t.Errorf("list replicasets = %d, want 2 (%s)", got, counter)
 	}
 	if got := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); got != 25 {
 		t.Errorf("patches = %d, want 25 (%s)", got, counter)
 	}
-	if got := counter.Total(); got != 31 {
-		t.Errorf("total requests = %d, want 31 (%s)", got, counter)
+	// + the Lease (no controller) and the ControllerRevisions.
+	if got := counter.Total(); got != 34 {
+		t.Errorf("total requests = %d, want 34 (%s)", got, counter)
 	}
 	rvs := map[string]string{}
 	for _, n := range cms {

@@ -1,0 +1,483 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The bounded reads: what a run needs to know of a namespace, and no more. A run scoped to
+// one workload (the step, the Job) first lists only that workload's ReplicaSets
+// (ReadOwnReplicaSets); the namespace's other users are read (ReadUsage) only once the target
+// exists and some object is not maintained by a live controller (Reconcile). ReadUsage reads
+// them in pages of PageSize, keeps only what the rule needs (the references of each pod
+// template, the identity of each ReplicaSet), and reads a Pod's spec only where no known
+// controller's template stands for it, found from its controller reference (never from its
+// labels, which anyone can copy).
+
+// PageSize is the page of every namespace-wide list (limit, then continue): the memory a read
+// holds is one page of full objects, whatever the namespace's size.
+const PageSize = 500
+
+// ReadOwnReplicaSets lists the workload's ReplicaSets: those its selector matches (every
+// ReplicaSet of the namespace when it has none, e.g. a workloadRef Rollout that takes the
+// Deployment's) whose controller reference carries its UID, oldest first, with their
+// templates. It is the only read of a run whose target does not exist yet.
+func (a *Attacher) ReadOwnReplicaSets(ctx context.Context, w Workload) ([]*appsv1.ReplicaSet, error) {
+	sel := labels.Everything()
+	if w.Selector != nil {
+		var err error
+		if sel, err = w.replicaSetSelector(); err != nil {
+			return nil, err
+		}
+	}
+	var own []appsv1.ReplicaSet
+	err := a.pages(ctx, metav1.ListOptions{LabelSelector: sel.String()}, func() { own = own[:0] },
+		func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := a.Client.ListReplicaSets(ctx, w.Namespace, opts)
+			if err != nil {
+				return "", err
+			}
+			for i := range l.Items {
+				if ref := metav1.GetControllerOfNoCopy(&l.Items[i]); ref != nil && ref.UID == w.UID {
+					own = append(own, l.Items[i])
+				}
+			}
+			return l.Continue, nil
+		})
+	if err != nil {
+		if isForbidden(err) {
+			return nil, &FailError{fmt.Sprintf("forbidden to list replicasets.apps in namespace %s (%s): grant list on replicasets.apps, see %s", w.Namespace, apiMessage(err), a.rbacHint())}
+		}
+		return nil, fmt.Errorf("listing the ReplicaSets of %s (selector %q) to find the one being rolled out: %w", w, sel.String(), err)
+	}
+	out := make([]*appsv1.ReplicaSet, len(own))
+	for i := range own {
+		out[i] = &own[i]
+	}
+	SortReplicaSets(out)
+	return out, nil
+}
+
+// pages runs one paged list: page sends one request with opts (limit PageSize, continue set),
+// through call (the request's deadline and retries), processes its items and returns the next
+// continue token. A continue token that expired (410: the list outlived etcd's compaction of
+// its revision) restarts the list once from the start, after reset: the pages already seen are
+// of a revision the rest can no longer be read at. Reads are consistent (no resourceVersion):
+// a cached read could miss a user created a moment ago.
+func (a *Attacher) pages(ctx context.Context, opts metav1.ListOptions, reset func(),
+	page func(context.Context, metav1.ListOptions) (string, error)) error {
+	opts.Limit = PageSize
+	restarted := false
+	for {
+		var next string
+		err := a.call(ctx, func(ctx context.Context) error {
+			var err error
+			next, err = page(ctx, opts)
+			return err
+		})
+		switch {
+		case err == nil:
+		case opts.Continue != "" && !restarted && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)):
+			restarted = true
+			reset()
+			opts.Continue = ""
+			continue
+		default:
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Continue = next
+	}
+}
+
+// podName is a Pod whose spec may have to be read.
+type podName struct {
+	name string
+	uid  types.UID
+}
+
+// usageRead is one ReadUsage in progress: what it keeps of each page, under mu.
+type usageRead struct {
+	a  *Attacher
+	ns string
+	mu sync.Mutex
+	u  *NamespaceUsage
+	// revisions: the StatefulSets' and DaemonSets' revisions were read; else (forbidden) their
+	// Pods' specs are read instead.
+	revisions bool
+	// setPods are the Pods a StatefulSet or DaemonSet controls, otherPods those no known
+	// controller does (bare, or of a kind configmap-attacher does not read).
+	setPods, otherPods []podName
+	// read counts the objects read so far, for the message of a read that ran out of time.
+	read atomic.Int64
+}
+
+// ReadUsage reads a namespace's users for one run, by the formula (docs/security.md):
+//
+//	ReplicaSets                       typed protobuf, paged; kept: identity, labels, controller, template references
+//	the controllers of other
+//	  ReplicaSets (Deployments,
+//	  Rollouts, Experiments)          metadata, only the kinds that control one (other than known)
+//	StatefulSets, DaemonSets,
+//	  Jobs, CronJobs                  typed protobuf, paged; kept: template references
+//	ControllerRevisions               typed protobuf, paged; of apps/v1 StatefulSets and DaemonSets: their
+//	                                  template's references (they stand for those sets' Pods, old revisions too)
+//	Pods                              metadata, paged
+//	the specs of Pods no ReplicaSet,
+//	  Job, or (revisions read)
+//	  StatefulSet or DaemonSet
+//	  controls                        by name when at most manyPods, else one paged list keeping only those
+//
+// A forbidden list is a *FailError naming the grant (without it not every user is known),
+// except ControllerRevisions: without them the Pods of StatefulSets and DaemonSets are read in
+// full, with a warning naming the grant. A read that does not finish within ctx's deadline is
+// an error saying that the namespace is too large to read in one run, and what to do.
+func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
+	r := &usageRead{a: a, ns: ns, u: &NamespaceUsage{Namespace: ns}}
+	err := r.run(ctx, known)
+	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, r.tooLarge(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.u, nil
+}
+
+func (r *usageRead) run(ctx context.Context, known []ControllerRef) error {
+	g, gctx := errgroup.WithContext(ctx)
+	var rss []*appsv1.ReplicaSet
+	g.Go(func() error {
+		var err error
+		if rss, err = r.replicaSets(gctx); err != nil {
+			return err
+		}
+		ctrls, listed, err := r.a.controllersOf(gctx, r.ns, rss, known)
+		if err != nil {
+			return err
+		}
+		live := map[string]ControllerRef{}
+		for _, c := range ctrls {
+			live[c.Kind+"/"+c.Name] = c
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, rs := range r.u.ReplicaSets {
+			r.u.controllers = append(r.u.controllers, controllerState(rs, live, listed))
+		}
+		return nil
+	})
+	g.Go(func() error {
+		return templates(gctx, r, "statefulsets.apps", "StatefulSet", r.a.Client.ListStatefulSets,
+			func(l *appsv1.StatefulSetList) (string, []appsv1.StatefulSet) { return l.Continue, l.Items },
+			func(s *appsv1.StatefulSet) (string, *corev1.PodSpec) { return s.Name, &s.Spec.Template.Spec })
+	})
+	g.Go(func() error {
+		return templates(gctx, r, "daemonsets.apps", "DaemonSet", r.a.Client.ListDaemonSets,
+			func(l *appsv1.DaemonSetList) (string, []appsv1.DaemonSet) { return l.Continue, l.Items },
+			func(s *appsv1.DaemonSet) (string, *corev1.PodSpec) { return s.Name, &s.Spec.Template.Spec })
+	})
+	g.Go(func() error {
+		return templates(gctx, r, "jobs.batch", "Job", r.a.Client.ListJobs,
+			func(l *batchv1.JobList) (string, []batchv1.Job) { return l.Continue, l.Items },
+			func(j *batchv1.Job) (string, *corev1.PodSpec) { return j.Name, &j.Spec.Template.Spec })
+	})
+	g.Go(func() error {
+		return templates(gctx, r, "cronjobs.batch", "CronJob", r.a.Client.ListCronJobs,
+			func(l *batchv1.CronJobList) (string, []batchv1.CronJob) { return l.Continue, l.Items },
+			func(c *batchv1.CronJob) (string, *corev1.PodSpec) {
+				return c.Name, &c.Spec.JobTemplate.Spec.Template.Spec
+			})
+	})
+	g.Go(func() error { return r.revisionTemplates(gctx) })
+	g.Go(func() error { return r.podMetadata(gctx) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	want := r.otherPods
+	if !r.revisions {
+		want = append(want, r.setPods...)
+	}
+	return r.podSpecs(ctx, want)
+}
+
+// replicaSets lists every ReplicaSet of the namespace, keeping of each its identity, labels
+// and controller (compactReplicaSet) and its template's references.
+func (r *usageRead) replicaSets(ctx context.Context) ([]*appsv1.ReplicaSet, error) {
+	reset := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.u.ReplicaSets, r.u.refs, r.u.creds = nil, nil, nil
+	}
+	err := r.a.pages(ctx, metav1.ListOptions{}, reset, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := r.a.Client.ListReplicaSets(ctx, r.ns, opts)
+		if err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := range l.Items {
+			spec := &l.Items[i].Spec.Template.Spec
+			r.u.ReplicaSets = append(r.u.ReplicaSets, compactReplicaSet(&l.Items[i]))
+			r.u.refs = append(r.u.refs, TemplateReferences(spec))
+			r.u.creds = append(r.u.creds, CredentialOnly(spec))
+		}
+		r.read.Add(int64(len(l.Items)))
+		return l.Continue, nil
+	})
+	if err != nil {
+		return nil, r.a.usageError(err, "replicasets.apps", r.ns)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.u.sortReplicaSets()
+	return r.u.ReplicaSets, nil
+}
+
+// compactReplicaSet is what a usage keeps of a ReplicaSet: what OwnerOf, Own and the
+// controller's state need (its template's references are kept beside it).
+func compactReplicaSet(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{TypeMeta: rs.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID,
+		Labels: rs.Labels, OwnerReferences: rs.OwnerReferences, CreationTimestamp: rs.CreationTimestamp,
+		DeletionTimestamp: rs.DeletionTimestamp, Finalizers: rs.Finalizers}}
+}
+
+// templates lists one kind whose pod template cannot own (StatefulSets, DaemonSets, Jobs,
+// CronJobs), page by page, keeping each template's references.
+func templates[L any, T any](ctx context.Context, r *usageRead, resource, kind string,
+	list func(context.Context, string, metav1.ListOptions) (L, error), items func(L) (string, []T),
+	spec func(*T) (string, *corev1.PodSpec)) error {
+	reset := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.u.dropTemplates(func(t template) bool { return t.user.Kind == kind && t.parent.Kind == "" })
+	}
+	err := r.a.pages(ctx, metav1.ListOptions{}, reset, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := list(ctx, r.ns, opts)
+		if err != nil {
+			return "", err
+		}
+		next, its := items(l)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := range its {
+			name, s := spec(&its[i])
+			r.u.templates = append(r.u.templates, template{user: OtherUser{kind, name}, refs: TemplateReferences(s)})
+		}
+		r.read.Add(int64(len(its)))
+		return next, nil
+	})
+	if err != nil {
+		return r.a.usageError(err, resource, r.ns)
+	}
+	return nil
+}
+
+// revisionTemplates lists the ControllerRevisions, keeping the template references of those of
+// apps/v1 StatefulSets and DaemonSets: the workload controllers keep a revision while any Pod
+// carries it, so its template stands for that Pod's spec (an old revision's Pod mid-rollout
+// included). A list the RBAC refuses leaves r.revisions false, with a warning: their Pods'
+// specs are then read instead.
+func (r *usageRead) revisionTemplates(ctx context.Context) error {
+	reset := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.u.dropTemplates(func(t template) bool { return t.parent.Kind != "" })
+	}
+	err := r.a.pages(ctx, metav1.ListOptions{}, reset, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := r.a.Client.ListControllerRevisions(ctx, r.ns, opts)
+		if err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := range l.Items {
+			cr := &l.Items[i]
+			t, ok := RevisionTemplate(cr)
+			if !ok {
+				continue
+			}
+			ref := metav1.GetControllerOfNoCopy(cr) // RevisionTemplate decodes only a set's
+			r.u.templates = append(r.u.templates, template{user: OtherUser{ref.Kind, ref.Name + " (revision " + cr.Name + ")"},
+				parent: OtherUser{ref.Kind, ref.Name}, refs: TemplateReferences(&t.Spec)})
+		}
+		r.read.Add(int64(len(l.Items)))
+		return l.Continue, nil
+	})
+	switch {
+	case err == nil:
+		r.mu.Lock()
+		r.revisions = true
+		r.mu.Unlock()
+		return nil
+	case isForbidden(err):
+		r.mu.Lock()
+		r.u.Warnings = append(r.u.Warnings, revisionsForbiddenWarning(r.ns, r.a.rbacHint()))
+		r.mu.Unlock()
+		return nil
+	}
+	return r.a.usageError(err, "controllerrevisions.apps", r.ns)
+}
+
+// podMetadata lists the Pods' metadata and sorts each by its controller reference: a
+// ReplicaSet's or a Job's Pod runs their template (read); a StatefulSet's or DaemonSet's runs
+// one of its revisions (read when allowed); any other Pod's spec must be read.
+func (r *usageRead) podMetadata(ctx context.Context) error {
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	reset := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.setPods, r.otherPods = nil, nil
+	}
+	err := r.a.pages(ctx, metav1.ListOptions{}, reset, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := r.a.Meta.Resource(gvr).Namespace(r.ns).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := range l.Items {
+			p := podName{l.Items[i].Name, l.Items[i].UID}
+			switch podController(metav1.GetControllerOfNoCopy(&l.Items[i])) {
+			case podOfTemplate:
+			case podOfSet:
+				r.setPods = append(r.setPods, p)
+			default:
+				r.otherPods = append(r.otherPods, p)
+			}
+		}
+		r.read.Add(int64(len(l.Items)))
+		return l.Continue, nil
+	})
+	if err != nil {
+		return r.a.usageError(err, "pods", r.ns)
+	}
+	return nil
+}
+
+// What stands for a Pod's spec.
+const (
+	podOwn        = iota // nothing known: its own spec is read
+	podOfTemplate        // a ReplicaSet's or Job's: their template, which is read
+	podOfSet             // a StatefulSet's or DaemonSet's: one of its revisions
+)
+
+// podController says what stands for a Pod's spec, from its controller reference alone:
+// labels prove nothing (anyone can copy a ReplicaSet's labels onto a Pod).
+func podController(ref *metav1.OwnerReference) int {
+	if ref == nil {
+		return podOwn
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return podOwn
+	}
+	switch {
+	case gv.Group == "apps" && ref.Kind == "ReplicaSet", gv.Group == "batch" && ref.Kind == "Job":
+		return podOfTemplate
+	case gv.Group == "apps" && (ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet"):
+		return podOfSet
+	}
+	return podOwn
+}
+
+// podSpecs reads the specs of the Pods in want: a list by name each when they are at most
+// manyPods, else one paged list of the namespace's Pods keeping only those (list: the
+// Rollouts controller's role has no get on pods; a Pod gone since is simply not there).
+func (r *usageRead) podSpecs(ctx context.Context, want []podName) error {
+	if len(want) == 0 {
+		return nil
+	}
+	keep := make(map[types.UID]bool, len(want))
+	for _, p := range want {
+		keep[p.uid] = true
+	}
+	var added []template
+	page := func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := r.a.Client.ListPods(ctx, r.ns, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; keep[p.UID] {
+				added = append(added, template{user: OtherUser{"Pod", p.Name}, refs: TemplateReferences(&p.Spec)})
+			}
+		}
+		r.read.Add(int64(len(l.Items)))
+		return l.Continue, nil
+	}
+	var err error
+	if len(want) > manyPods {
+		err = r.a.pages(ctx, metav1.ListOptions{}, func() { added = nil }, page)
+	} else {
+		for _, p := range want {
+			if err = r.a.call(ctx, func(ctx context.Context) error {
+				_, err := page(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + p.name})
+				return err
+			}); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return r.a.usageError(err, "pods", r.ns)
+	}
+	r.u.templates = append(r.u.templates, added...)
+	return nil
+}
+
+// manyPods is how many Pods' specs are read by name (one request each) before one paged list
+// of the namespace's Pods is cheaper.
+const manyPods = 8
+
+// tooLarge is a read that ran out of the run's time. It is not a *FailError: the same deadline
+// passes on a namespace of ordinary size when the apiserver is slow for a moment, and failing
+// would abort the canary; the caller retries (the Rollouts controller every 30 s, the Job's
+// next poll), and every retry says why in the Rollout's status and the log.
+func (r *usageRead) tooLarge(err error) error {
+	return fmt.Errorf("reading the users of the objects in namespace %s did not finish within the run's deadline (%d objects read): "+
+		"the namespace is too large to read in one run. Have the controller maintain these objects (label them %s=true and run the "+
+		"controller mode over this namespace, its Lease named in -controller-lease): the step then reads no other users; or split "+
+		"the namespace. Retrying: %w", r.ns, r.read.Load(), OptInLabel, err)
+}
+
+// sortReplicaSets orders the usage's ReplicaSets oldest first, with their references.
+func (u *NamespaceUsage) sortReplicaSets() {
+	idx := make(map[*appsv1.ReplicaSet]int, len(u.ReplicaSets))
+	for i, rs := range u.ReplicaSets {
+		idx[rs] = i
+	}
+	SortReplicaSets(u.ReplicaSets)
+	refs, creds := make([]References, len(u.refs)), make([]References, len(u.creds))
+	for i, rs := range u.ReplicaSets {
+		refs[i], creds[i] = u.refs[idx[rs]], u.creds[idx[rs]]
+	}
+	u.refs, u.creds = refs, creds
+}
+
+// dropTemplates removes the templates drop picks (a list restarted from its first page).
+func (u *NamespaceUsage) dropTemplates(drop func(template) bool) {
+	kept := u.templates[:0]
+	for _, t := range u.templates {
+		if !drop(t) {
+			kept = append(kept, t)
+		}
+	}
+	u.templates = kept
+}

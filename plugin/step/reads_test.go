@@ -1,0 +1,287 @@
+package step
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
+	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
+)
+
+// The step reads what the rule needs and no more (plugin/reads.go): each read it no longer
+// makes is shown safe here, and each it still makes is shown needed.
+
+var yes = true
+
+// setPod is a Pod a StatefulSet controls, running spec (its revision's template).
+func setPod(name, sts string, spec corev1.PodSpec) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name),
+		Labels:          map[string]string{"controller-revision-hash": sts + "-old"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts, UID: "uid-sts", Controller: &yes}}},
+		Spec: spec}
+}
+
+// revision is a StatefulSet's ControllerRevision as the StatefulSet controller writes it: its
+// data the patch {"spec":{"template":{...,"$patch":"replace"}}}.
+func revision(t *testing.T, name, sts string, spec corev1.PodSpec) *appsv1.ControllerRevision {
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl["$patch"] = "replace"
+	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts, UID: "uid-sts", Controller: &yes}}},
+		Data: runtime.RawExtension{Raw: raw}, Revision: 1}
+}
+
+// TestOldRevisionPodOfAStatefulSetBlocks: a StatefulSet mid partitioned rollout still runs a
+// Pod of its older revision, whose template references the object while the current template
+// does not. The step no longer reads that Pod's spec: the StatefulSet controller keeps the
+// revision while a Pod carries it, and the step reads the revision instead. Without the
+// ControllerRevisions (RBAC), it reads the Pod's spec as before, and warns naming the grant.
+func TestOldRevisionPodOfAStatefulSetBlocks(t *testing.T) {
+	world := func() *fake.Clientset {
+		cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+		part := int32(1)
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS, UID: "uid-sts"},
+			Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"cache-new"}, nil)},
+				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &part}}}}
+		return fake.NewClientset(cur, sts, fixtures.ConfigMap("shared"),
+			revision(t, "cache-old", "cache", fixtures.PodSpec([]string{"shared"}, nil)),
+			revision(t, "cache-new", "cache", fixtures.PodSpec([]string{"cache-new"}, nil)),
+			setPod("cache-0", "cache", fixtures.PodSpec([]string{"shared"}, nil)),
+			setPod("cache-1", "cache", fixtures.PodSpec([]string{"cache-new"}, nil)))
+	}
+
+	c := world()
+	rec := &recorder{}
+	s := newStep(c)
+	s.Events = rec
+	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by StatefulSet cache (revision cache-old)") || writes(c) != 0 {
+		t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
+	}
+	if specs := podLists(c); len(specs) != 0 {
+		t.Errorf("the spec of a StatefulSet's Pod was read though its revisions were: %v", specs)
+	}
+
+	// RBAC without list on controllerrevisions: the Pods' specs, as before, and a warning.
+	c = world()
+	c.PrependReactor("list", "controllerrevisions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}, "", nil)
+	})
+	rec = &recorder{}
+	s = newStep(c)
+	s.Events = rec
+	res, _ = s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by Pod cache-0") || writes(c) != 0 {
+		t.Errorf("without revisions: %s %s (%d writes)", res.Phase, res.Message, writes(c))
+	}
+	if !rec.has(corev1.EventTypeWarning, "grant list on controllerrevisions.apps") {
+		t.Errorf("no Warning naming the grant: %v", rec.events)
+	}
+}
+
+// podLists counts the Pod lists a run sent: the first is the metadata list; every later one
+// reads specs.
+func podLists(c *fake.Clientset) (specs []string) {
+	n := 0
+	for _, a := range c.Actions() {
+		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" {
+			n++
+			if n > 1 {
+				specs = append(specs, l.GetListRestrictions().Fields.String())
+			}
+		}
+	}
+	return specs
+}
+
+// TestPodsNoKnownControllerStandsForBlock: a bare Pod, a Pod of a controller kind
+// configmap-attacher does not know (an Argo Workflow's), and a Pod that copies a ReplicaSet's
+// labels but has no controller reference each still block: their own specs are read, by name
+// when few, by one list when many. A ReplicaSet's or Job's Pod is never read: its template is.
+func TestPodsNoKnownControllerStandsForBlock(t *testing.T) {
+	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+	pod := func(name string, ref *metav1.OwnerReference, labels map[string]string, cms ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name), Labels: labels},
+			Spec: fixtures.PodSpec(cms, nil)}
+		if ref != nil {
+			p.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
+		return p
+	}
+	rsRef := &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: cur.Name, UID: cur.UID, Controller: &yes}
+	jobRef := &metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "batch", UID: "uid-job", Controller: &yes}
+	wfRef := &metav1.OwnerReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "wf", UID: "uid-wf", Controller: &yes}
+	for _, tc := range []struct {
+		name  string
+		user  *corev1.Pod
+		many  bool
+		who   string
+		specs int // Pod spec lists
+	}{
+		{"bare Pod", pod("debug", nil, nil, "shared"), false, "Pod debug", 1},
+		{"Pod of an unknown controller kind", pod("wf-1", wfRef, nil, "shared"), false, "Pod wf-1", 1},
+		{"Pod copying a ReplicaSet's labels, no controller reference", pod("copy", nil, cur.Labels, "shared"), false, "Pod copy", 1},
+		{"many such Pods: one list", pod("debug", nil, nil, "shared"), true, "Pod debug", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{cur, fixtures.ConfigMap("shared"), tc.user,
+				pod("rs-pod", rsRef, cur.Labels, "shared"), pod("job-pod", jobRef, nil, "other")}
+			if tc.many {
+				for i := 0; i < 9; i++ {
+					objs = append(objs, pod(fmt.Sprintf("wf-%d", i+10), wfRef, nil, "other"))
+				}
+			}
+			c := fake.NewClientset(objs...)
+			res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+			if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by "+tc.who) || writes(c) != 0 {
+				t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
+			}
+			specs := podLists(c)
+			if len(specs) != tc.specs {
+				t.Errorf("%d Pod spec lists %v, want %d", len(specs), specs, tc.specs)
+			}
+			for _, fs := range specs {
+				if strings.Contains(fs, "rs-pod") || strings.Contains(fs, "job-pod") {
+					t.Errorf("read the spec of a Pod its controller's template stands for: %s", fs)
+				}
+				if tc.many != (fs == "") {
+					t.Errorf("Pod spec list %q: want by name only when few", fs)
+				}
+			}
+		})
+	}
+}
+
+// TestMaintainedObjectsReadNoOtherUsers: where a live controller maintains every object of the
+// run, the step reads its own ReplicaSets, the Lease and the objects' metadata, and no
+// namespace-wide list: the controller keeps the other users (here a StatefulSet, a bare Pod and
+// another Deployment's ReplicaSet), which the step does not need to see.
+func TestMaintainedObjectsReadNoOtherUsers(t *testing.T) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: testNS, UID: "uid-sts"},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: fixtures.PodSpec([]string{"app-config"}, nil)}}}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS, UID: "uid-debug"}, Spec: fixtures.PodSpec([]string{"app-config"}, nil)}
+	c := sharedWorld(false, sts, bare, controllerLease(time.Now(), nil))
+	s := newStep(c)
+	s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["app-config"]}`))
+	if res.Phase != types.PhaseSuccessful || !strings.Contains(res.Message, "maintains ConfigMap app-config") {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	var got []string
+	for _, a := range c.Actions() {
+		switch a.GetVerb() {
+		case "list":
+			l := a.(k8stesting.ListAction)
+			got = append(got, "list "+a.GetResource().Resource+" "+l.GetListRestrictions().Labels.String())
+		case "get":
+			got = append(got, "get "+a.GetResource().Resource+" "+a.(k8stesting.GetAction).GetName())
+		}
+	}
+	want := []string{"list replicasets app=web", "get leases " + ctlLease.Name, "get configmaps app-config"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("reads\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if refs := owners(t, c, plugin.KindConfigMap, "app-config"); len(refs) != 2 || !hasOwner(refs, "uid-cur") || !hasOwner(refs, "uid-prev") {
+		t.Errorf("owners %v, want the Rollout's two ReplicaSets", refs)
+	}
+}
+
+// TestWaitingStepListsOnlyItsReplicaSets: while the target does not exist, a step makes one
+// request: the list of its Rollout's ReplicaSets by its selector.
+func TestWaitingStepListsOnlyItsReplicaSets(t *testing.T) {
+	c := sharedWorld(false, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS}})
+	s := newStep(c)
+	s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+	res, _ := s.Run(fixtures.Rollout("not-yet"), stepCtx(`{"configMaps":["app-config"]}`))
+	if res.Phase != types.PhaseRunning {
+		t.Fatalf("%s %s", res.Phase, res.Message)
+	}
+	acts := c.Actions()
+	if len(acts) != 1 || acts[0].GetVerb() != "list" || acts[0].GetResource().Resource != "replicasets" ||
+		acts[0].(k8stesting.ListAction).GetListRestrictions().Labels.String() != "app=web" {
+		t.Errorf("a waiting step sent %v, want only the list of its ReplicaSets by selector app=web", acts)
+	}
+}
+
+// TestStepReadsIsTheFormula: the requests a step sends before its writes are exactly
+// plugin.StepReads (the formula the docs state and the benchmark mirrors), where a live
+// controller maintains the objects and where none does.
+func TestStepReadsIsTheFormula(t *testing.T) {
+	ro := fixtures.Rollout(curHash)
+	wl := plugin.Workload{Kind: plugin.KindRollout, Namespace: testNS, Name: ro.Name, UID: ro.UID, Selector: ro.Spec.Selector}
+	cfg := []plugin.Object{{Kind: plugin.KindConfigMap, Name: "app-config"}}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS, UID: "uid-debug"}}
+	for _, tc := range []struct {
+		name  string
+		c     *fake.Clientset
+		shape plugin.StepShape
+	}{
+		{"maintained", sharedWorld(false, bare, controllerLease(time.Now(), nil)),
+			plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, Maintained: true}},
+		{"step only", func() *fake.Clientset {
+			c := sharedWorld(false, bare)
+			// The worker's ReplicaSet no longer uses the object: the step attaches it.
+			_ = c.AppsV1().ReplicaSets(testNS).Delete(t.Context(), "worker-w1", metav1.DeleteOptions{})
+			w := fixtures.ReplicaSet("w1", "uid-worker-rs", "uid-worker", fixtures.PodSpec([]string{"other"}, nil))
+			w.Name = "worker-w1"
+			w.OwnerReferences[0].APIVersion, w.OwnerReferences[0].Kind, w.OwnerReferences[0].Name = "apps/v1", "Deployment", "worker"
+			_, _ = c.AppsV1().ReplicaSets(testNS).Create(t.Context(), w, metav1.CreateOptions{})
+			return c
+		}(), plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, ControllerKinds: []string{plugin.KindDeployment}, OwnPods: []string{"debug"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.ClearActions()
+			s := newStep(tc.c)
+			s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+			res, _ := s.Run(ro, stepCtx(`{"configMaps":["app-config"]}`))
+			if res.Phase != types.PhaseSuccessful {
+				t.Fatalf("%s %s", res.Phase, res.Message)
+			}
+			var got, want []string
+			for _, a := range tc.c.Actions() {
+				switch a.GetVerb() {
+				case "list":
+					r := a.(k8stesting.ListAction).GetListRestrictions()
+					got = append(got, fmt.Sprintf("list %s labels=%q fields=%q", a.GetResource().Resource, r.Labels.String(), r.Fields.String()))
+				case "get":
+					got = append(got, "get "+a.GetResource().Resource+" "+a.(k8stesting.GetAction).GetName())
+				}
+			}
+			for _, r := range plugin.StepReads(tc.shape) {
+				if r.Verb == "get" {
+					want = append(want, "get "+r.Resource.Resource+" "+r.Name)
+					continue
+				}
+				want = append(want, fmt.Sprintf("list %s labels=%q fields=%q", r.Resource.Resource, r.ListOptions.LabelSelector, r.ListOptions.FieldSelector))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("reads\n  %s\nformula\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
+	}
+}
