@@ -266,6 +266,34 @@ func TestOwnersCapped(t *testing.T) {
 			}
 		})
 	}
+	// 20 Jobs use it, 12 own it, and 20 references of Jobs that are gone are still there (the
+	// collector removes them a moment later): the other 8 do not fit, the crowd stays their
+	// owner; once the dead references are gone, they fit, and the crowd is not called for.
+	jobs := jobUsers(20)
+	var owned []types.UID
+	for _, j := range jobs[:12] {
+		owned = append(owned, j.Owner.UID)
+	}
+	for i := range 20 {
+		owned = append(owned, types.UID(fmt.Sprintf("uid-dead-%d", i)))
+	}
+	full := Users{ReplicaSets: []ReplicaSetUser{rs}, Owners: jobs, Crowd: &crowd, Owned: append(append([]types.UID{crowd.UID, rs.ReplicaSet.UID}, owned...), owned[0])}
+	if owners, _ := OwnersOf(full); !CrowdNeeded(full) || len(owners) != 2 || !containsOwner(owners, crowd.UID) {
+		t.Errorf("8 Jobs beside 32 references: crowd needed %v, owners %s; want the ReplicaSet and the crowd", CrowdNeeded(full), names(owners))
+	}
+	full.Owned = append([]types.UID{crowd.UID, rs.ReplicaSet.UID}, owned[:12]...)
+	if owners, _ := OwnersOf(full); CrowdNeeded(full) || len(owners) != 21 {
+		t.Errorf("8 Jobs beside 12: crowd needed %v, %d owners; want every Job and the ReplicaSet", CrowdNeeded(full), len(owners))
+	}
+	// Every Job owns already: nothing to add, whatever else the list holds.
+	full.Owned = append(full.Owned, owned...)
+	for _, j := range jobs {
+		full.Owned = append(full.Owned, j.Owner.UID)
+	}
+	if CrowdNeeded(full) {
+		t.Error("the crowd called for with every Job an owner")
+	}
+
 	// Jobs whose controller is gone or that are being deleted do not count: they are going.
 	gone := jobUsers(40)
 	for i := range gone[:10] {

@@ -74,6 +74,11 @@ type Users struct {
 	// Crowd is the object's crowd anchor (CrowdAnchor) when it exists: the owner that stands
 	// for its Jobs and bare Pods once they are more than MaxUserOwners.
 	Crowd *Owner
+	// Owned are the UIDs of the object's owner references as the view knows them (the
+	// controller's cache and the references it has just written): the references of Jobs that
+	// are gone, which the garbage collector has not removed yet, take room too (capMany).
+	// Nil: a view in which no Job or Pod owns.
+	Owned []types.UID
 }
 
 // UserView answers who uses an object in one namespace: a NamespaceUsage read for the run
@@ -93,7 +98,7 @@ type UserView interface {
 // crowd anchor instead (capMany).
 func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 	owners, blockers = eachOwner(u)
-	return capMany(owners, blockers, u.Crowd)
+	return capMany(owners, blockers, u)
 }
 
 // eachOwner is ownersOf before the cap: every user's own owner.
@@ -146,33 +151,64 @@ func countMany(owners []ReplicaSetUser) int {
 	return n
 }
 
-// capMany bounds an object's owners: while more than MaxUserOwners Jobs and Pods use it, none
-// of them is added one by one and its crowd anchor is added instead (until the anchor exists,
-// the object waits for it: a blocker named with AnchorPending). The anchor lives while any of
-// them does (AnchorVerdict), so the object is never left with owners that are all going away
-// while a user lives; the Jobs and Pods that own it already stay owners (writes only add).
-func capMany(owners []ReplicaSetUser, blockers []string, crowd *Owner) ([]ReplicaSetUser, []string) {
-	n := countMany(owners)
-	if n <= MaxUserOwners {
+// capMany bounds an object's owners: while its Jobs and Pods are too many to own it one by
+// one (crowdCalled), none of them is added and its crowd anchor is added instead (until the
+// anchor exists, the object waits for it: a blocker named with AnchorPending). The anchor lives
+// while any of them does (AnchorVerdict), so the object is never left with owners that are all
+// going away while a user lives; the Jobs and Pods that own it already stay owners (writes
+// only add).
+func capMany(owners []ReplicaSetUser, blockers []string, u Users) ([]ReplicaSetUser, []string) {
+	if !crowdCalled(owners, u) {
 		return owners, blockers
 	}
+	n := countMany(owners)
 	kept := make([]ReplicaSetUser, 0, len(owners)-n+1)
 	for _, o := range owners {
 		if !many(o.ReplicaSet) {
 			kept = append(kept, o)
 		}
 	}
-	if crowd == nil || crowd.Deleting {
+	if u.Crowd == nil || u.Crowd.Deleting {
 		return kept, append(blockers, fmt.Sprintf("%d Jobs and Pods%s", n, AnchorPending))
 	}
-	return append(kept, ReplicaSetUser{ReplicaSet: *crowd, Controller: ControllerNone}), blockers
+	return append(kept, ReplicaSetUser{ReplicaSet: *u.Crowd, Controller: ControllerNone}), blockers
+}
+
+// crowdCalled reports whether the crowd anchor stands for the Jobs and Pods among owners: they
+// are more than MaxUserOwners, or those that do not own the object yet would take its
+// references past MaxUserOwners beside the ones it has (other than its other owners and the
+// crowd: the references of Jobs that are gone count until the collector removes them). The
+// object's list then never holds more than MaxUserOwners references besides its other owners
+// and the crowd.
+func crowdCalled(owners []ReplicaSetUser, u Users) bool {
+	n := countMany(owners)
+	if n > MaxUserOwners {
+		return true
+	}
+	owned := make(map[types.UID]bool, len(u.Owned))
+	for _, uid := range u.Owned {
+		owned[uid] = true
+	}
+	if u.Crowd != nil {
+		delete(owned, u.Crowd.UID)
+	}
+	fresh := 0
+	for _, o := range owners {
+		switch {
+		case !many(o.ReplicaSet):
+			delete(owned, o.ReplicaSet.UID)
+		case !owned[o.ReplicaSet.UID]:
+			fresh++
+		}
+	}
+	return fresh > 0 && len(owned)+fresh > MaxUserOwners
 }
 
 // CrowdNeeded reports whether the object's Jobs and bare Pods are too many to own it one by
-// one (more than MaxUserOwners live ones): its crowd anchor stands for them.
+// one (crowdCalled): its crowd anchor stands for them.
 func CrowdNeeded(u Users) bool {
 	owners, _ := eachOwner(u)
-	return countMany(owners) > MaxUserOwners
+	return crowdCalled(owners, u)
 }
 
 // OwnersOf is the rule for a caller that keeps an object's owners current (the controller
@@ -210,7 +246,7 @@ type Sharing struct {
 func SharingOf(u Users, w Workload) Sharing {
 	var s Sharing
 	owners, _ := ownersOf(u)
-	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners, Crowd: u.Crowd})
+	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners, Crowd: u.Crowd, Owned: u.Owned})
 	uid := w.UID
 	for _, o := range owners {
 		ref := o.ReplicaSet.Controller
