@@ -196,7 +196,7 @@ bench: build
 ## `make docs` and `CMA_UPDATE=1 go test ./test/chart -run 'TestExamplesFollowChart|TestKustomizeControllerBase'`
 ## carry them into the chart README and the rendered examples). About
 ## 25 minutes on 2 CPUs. SCALE_SIZES=1000,10000 SCALE_CHURN=1m for less.
-SCALE_SIZES ?= 1000,10000,50000
+SCALE_SIZES ?= 1000,5000,10000
 SCALE_CHURN ?= 2m
 .PHONY: bench-scale
 bench-scale: build
