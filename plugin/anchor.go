@@ -45,6 +45,46 @@ const (
 // AnchorKinds are the workload kinds that get an anchor for their current template.
 var AnchorKinds = []string{KindDeployment, KindRollout, "StatefulSet", "DaemonSet", "CronJob"}
 
+// MaxUserOwners is how many Jobs and bare Pods may own one object each before an anchor
+// stands for them all (CrowdAnchor). A CronJob running every minute with a long history, a Job
+// fan-out or hundreds of bare Pods would otherwise give one object an owner reference each:
+// the object grows in etcd with every one, and the garbage collector reads every owner live
+// each time one of them is deleted. 32 keeps the common cases (a CronJob's default history of
+// 3 + 1, a few parallel Jobs) on their own owners, and an object's list to a few KiB.
+const MaxUserOwners = 32
+
+// CrowdKind is the "workload" kind of a crowd anchor: the anchor that stands for one object's
+// Jobs and bare Pods when they are more than MaxUserOwners. Its name is the object's kind in
+// lower case and its name ("configmap.web-config"), its one reference the object: its
+// identity is the object it stands for.
+const CrowdKind = "Crowd"
+
+// AnchorPending ends the name of a user whose anchor is being created, among an object's
+// blockers: not a user that cannot own, one whose owner is a moment away.
+const AnchorPending = " (its anchor is being created)"
+
+// CrowdAnchor is the anchor that stands for o's Jobs and bare Pods while they are more than
+// MaxUserOwners.
+func CrowdAnchor(o Object) Anchor { return NewAnchor(CrowdKind, CrowdName(o), []Object{o}) }
+
+// CrowdName is the name a crowd anchor of o stands under ("configmap.web-config"): kind and
+// name, so a ConfigMap and a Secret of one name have crowds of their own.
+func CrowdName(o Object) string { return strings.ToLower(string(o.Kind)) + "." + o.Name }
+
+// CrowdObject is the object a crowd anchor's name stands for (false: not a crowd name).
+func CrowdObject(name string) (Object, bool) {
+	kind, n, ok := strings.Cut(name, ".")
+	for _, k := range []Kind{KindConfigMap, KindSecret} {
+		if ok && n != "" && kind == strings.ToLower(string(k)) {
+			return Object{k, n}, true
+		}
+	}
+	return Object{}, false
+}
+
+// Crowd reports whether the anchor stands for an object's many Jobs and Pods (CrowdAnchor).
+func (a Anchor) Crowd() bool { return a.Kind == CrowdKind }
+
 // Anchor is what an anchor stands for: a workload's template that references Refs.
 type Anchor struct {
 	Kind, Name string
@@ -151,7 +191,11 @@ func ParseAnchor(cr *appsv1.ControllerRevision) (Anchor, bool) {
 		}
 		refs = append(refs, Object{Kind(k), n})
 	}
-	return NewAnchor(kind, name, refs), true
+	a := NewAnchor(kind, name, refs)
+	if a.Crowd() && (len(a.Refs) != 1 || CrowdName(a.Refs[0]) != name) {
+		return Anchor{}, false // a crowd stands for exactly the one object its name says
+	}
+	return a, true
 }
 
 // AnchorState is what the controller knows of one anchor when it decides whether to delete it.
@@ -167,6 +211,11 @@ type AnchorState struct {
 	// Unsettled are the anchor's objects that still need it: a user of theirs that is not one
 	// of their owners yet, or that cannot own them (a blocker).
 	Unsettled []Object
+	// Crowd: the anchor stands for an object's many Jobs and Pods (CrowdAnchor). Current is
+	// then "they are more than MaxUserOwners", and there is no grace: it stands for users that
+	// own on their own once they are few, and an object whose last Job is gone goes at once, as
+	// it does with Jobs that own it one by one.
+	Crowd bool
 }
 
 // AnchorVerdict is the one rule that deletes an anchor. Deleting it can let the garbage
@@ -175,12 +224,13 @@ type AnchorState struct {
 // a ReplicaSet whose reference is still being written, a user that cannot own), and for grace
 // after its workload is gone (the delete and re-apply window). Otherwise it goes: at once when
 // the workload moved on to another template, grace after the workload is gone. after, when not
-// zero, is when to look again.
+// zero, is when to look again. A crowd anchor (s.Crowd) is kept while the Jobs and Pods it
+// stands for are too many to own one by one, then until each of them owns the object itself.
 func AnchorVerdict(s AnchorState, grace time.Duration) (del bool, after time.Duration) {
 	switch {
 	case s.Current:
 		return false, 0
-	case !s.WorkloadExists && s.GoneFor < grace:
+	case !s.Crowd && !s.WorkloadExists && s.GoneFor < grace:
 		return false, grace - s.GoneFor
 	case len(s.Unsettled) > 0:
 		return false, 5 * time.Second

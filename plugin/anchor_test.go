@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -32,6 +34,12 @@ func TestAnchorVerdict(t *testing.T) {
 		{"workload gone just now: kept for the whole grace", AnchorState{}, false, time.Minute},
 		{"workload gone past the grace: deleted", AnchorState{GoneFor: time.Minute}, true, 0},
 		{"workload gone past the grace, a user not owning yet: kept", AnchorState{GoneFor: 2 * time.Minute, Unsettled: pending}, false, 5 * time.Second},
+		// A crowd anchor (the many Jobs and Pods of one object): no grace.
+		{"crowd: its Jobs and Pods too many to own one by one: kept", AnchorState{Crowd: true, Current: true, WorkloadExists: true}, false, 0},
+		{"crowd: few again, one not an owner yet: kept, looked at again", AnchorState{Crowd: true, WorkloadExists: true, Unsettled: pending}, false, 5 * time.Second},
+		{"crowd: few again, each owns the object itself: deleted at once", AnchorState{Crowd: true, WorkloadExists: true}, true, 0},
+		{"crowd: no grace, whatever the workload fields say", AnchorState{Crowd: true}, true, 0},
+		{"crowd: no grace, a user not owning yet: kept", AnchorState{Crowd: true, Unsettled: pending}, false, 5 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			del, after := AnchorVerdict(c.s, grace)
@@ -164,5 +172,134 @@ func TestOwnersOfEveryKind(t *testing.T) {
 	u.Owners = append(u.Owners, OwnerUser{Owner: Owner{Kind: OwnerJob, Name: "wf"}, Controller: ControllerUnknown})
 	if _, blockers := ownersOf(u); len(blockers) != 1 || !strings.Contains(blockers[0], "Job wf") {
 		t.Fatalf("an unknown controller's Job does not block: %v", blockers)
+	}
+}
+
+// TestCrowdAnchor: a crowd anchor stands for exactly one object, named by it; a labelled
+// revision claiming to be a crowd of another object is no anchor.
+func TestCrowdAnchor(t *testing.T) {
+	o := Object{KindSecret, "db." + strings.Repeat("x", 240)}
+	a := CrowdAnchor(o)
+	if !a.Crowd() || a.Workload() != "Crowd/secret."+o.Name || !a.Uses(o) || len(a.Refs) != 1 {
+		t.Fatalf("crowd anchor of %s: %+v", o, a)
+	}
+	if errs := validation.IsDNS1123Subdomain(a.ObjectName()); len(errs) > 0 {
+		t.Fatalf("crowd anchor name %q: %v", a.ObjectName(), errs)
+	}
+	if back, ok := CrowdObject(CrowdName(o)); !ok || back != o {
+		t.Fatalf("CrowdObject(%q) = %v, %v", CrowdName(o), back, ok)
+	}
+	if CrowdAnchor(Object{KindConfigMap, o.Name}).ObjectName() == a.ObjectName() {
+		t.Fatal("a ConfigMap and a Secret of one name share a crowd anchor")
+	}
+	cr := a.ControllerRevision("ns", "uid-ns")
+	if back, ok := ParseAnchor(cr); !ok || !back.Equal(a) {
+		t.Fatalf("ParseAnchor = %+v, %v", back, ok)
+	}
+	for _, bad := range []string{
+		`{"workload":"Crowd/secret.other","references":["Secret/` + o.Name + `"]}`,
+		`{"workload":"Crowd/secret.` + o.Name + `","references":["Secret/` + o.Name + `","ConfigMap/a"]}`,
+		`{"workload":"Crowd/configmap.` + o.Name + `","references":["Secret/` + o.Name + `"]}`,
+	} {
+		cr.Data.Raw = []byte(bad)
+		if _, ok := ParseAnchor(cr); ok {
+			t.Errorf("parsed as a crowd anchor: %s", bad)
+		}
+	}
+	for _, name := range []string{"pod.x", "configmap.", "configmap", "ConfigMap.x"} {
+		if _, ok := CrowdObject(name); ok {
+			t.Errorf("CrowdObject(%q) accepted", name)
+		}
+	}
+}
+
+// jobUsers are n Jobs of a live CronJob that use an object.
+func jobUsers(n int) []OwnerUser {
+	out := make([]OwnerUser, n)
+	for i := range out {
+		out[i] = OwnerUser{Owner: Owner{Kind: OwnerJob, Name: fmt.Sprintf("job-%d", i), UID: types.UID(fmt.Sprintf("uid-job-%d", i))}, Controller: ControllerLive}
+	}
+	return out
+}
+
+// TestOwnersCapped: up to MaxUserOwners Jobs and Pods own one by one; one more, and their
+// crowd anchor owns instead (waiting for it while it does not exist); the other kinds are
+// never capped.
+func TestOwnersCapped(t *testing.T) {
+	crowd := Owner{Kind: OwnerControllerRevision, Name: CrowdAnchor(Object{KindConfigMap, "cfg"}).ObjectName(), UID: "uid-crowd"}
+	rs := ReplicaSetUser{ReplicaSet: Owner{Name: "rs", UID: "uid-rs"}, Controller: ControllerLive}
+	bare := OwnerUser{Owner: Owner{Kind: OwnerPod, Name: "debug", UID: "uid-pod"}, Controller: ControllerNone}
+	names := func(owners []Owner) string {
+		var out []string
+		for _, o := range owners {
+			out = append(out, o.String())
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		name      string
+		u         Users
+		owners    int // how many owners
+		crowd     bool
+		pending   bool
+		needCrowd bool
+	}{
+		{"at the cap: every Job owns", Users{ReplicaSets: []ReplicaSetUser{rs}, Owners: jobUsers(MaxUserOwners)}, MaxUserOwners + 1, false, false, false},
+		{"at the cap with a crowd: every Job owns, the crowd is not called for", Users{Owners: jobUsers(MaxUserOwners), Crowd: &crowd}, MaxUserOwners, false, false, false},
+		{"a bare Pod over the cap, no crowd yet: waits for it", Users{ReplicaSets: []ReplicaSetUser{rs}, Owners: append(jobUsers(MaxUserOwners), bare)}, 1, false, true, true},
+		{"over the cap with the crowd: the ReplicaSet and the crowd", Users{ReplicaSets: []ReplicaSetUser{rs}, Owners: append(jobUsers(40), bare), Crowd: &crowd}, 2, true, false, true},
+		{"over the cap, the crowd being deleted: waits for a new one", Users{Owners: jobUsers(40), Crowd: &Owner{Kind: OwnerControllerRevision, Name: crowd.Name, UID: "old", Deleting: true}}, 0, false, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			owners, blockers := OwnersOf(c.u)
+			if len(owners) != c.owners {
+				t.Errorf("%d owners (%s), want %d", len(owners), names(owners), c.owners)
+			}
+			if got := containsOwner(owners, crowd.UID); got != c.crowd {
+				t.Errorf("crowd among the owners: %v, want %v (%s)", got, c.crowd, names(owners))
+			}
+			if pending := len(blockers) == 1 && strings.HasSuffix(blockers[0], AnchorPending); pending != c.pending || (!c.pending && len(blockers) > 0) {
+				t.Errorf("blockers %q, want pending %v", blockers, c.pending)
+			}
+			if got := CrowdNeeded(c.u); got != c.needCrowd {
+				t.Errorf("CrowdNeeded = %v, want %v", got, c.needCrowd)
+			}
+		})
+	}
+	// 20 Jobs use it, 12 own it, and 20 references of Jobs that are gone are still there (the
+	// collector removes them a moment later): the other 8 do not fit, the crowd stays their
+	// owner; once the dead references are gone, they fit, and the crowd is not called for.
+	jobs := jobUsers(20)
+	var owned []types.UID
+	for _, j := range jobs[:12] {
+		owned = append(owned, j.Owner.UID)
+	}
+	for i := range 20 {
+		owned = append(owned, types.UID(fmt.Sprintf("uid-dead-%d", i)))
+	}
+	full := Users{ReplicaSets: []ReplicaSetUser{rs}, Owners: jobs, Crowd: &crowd, Owned: append(append([]types.UID{crowd.UID, rs.ReplicaSet.UID}, owned...), owned[0])}
+	if owners, _ := OwnersOf(full); !CrowdNeeded(full) || len(owners) != 2 || !containsOwner(owners, crowd.UID) {
+		t.Errorf("8 Jobs beside 32 references: crowd needed %v, owners %s; want the ReplicaSet and the crowd", CrowdNeeded(full), names(owners))
+	}
+	full.Owned = append([]types.UID{crowd.UID, rs.ReplicaSet.UID}, owned[:12]...)
+	if owners, _ := OwnersOf(full); CrowdNeeded(full) || len(owners) != 21 {
+		t.Errorf("8 Jobs beside 12: crowd needed %v, %d owners; want every Job and the ReplicaSet", CrowdNeeded(full), len(owners))
+	}
+	// Every Job owns already: nothing to add, whatever else the list holds.
+	full.Owned = append(full.Owned, owned...)
+	for _, j := range jobs {
+		full.Owned = append(full.Owned, j.Owner.UID)
+	}
+	if CrowdNeeded(full) {
+		t.Error("the crowd called for with every Job an owner")
+	}
+
+	// Jobs whose controller is gone or that are being deleted do not count: they are going.
+	gone := jobUsers(40)
+	for i := range gone[:10] {
+		gone[i].Controller = ControllerGone
+	}
+	if CrowdNeeded(Users{Owners: gone}) {
+		t.Error("Jobs being collected counted towards the cap")
 	}
 }

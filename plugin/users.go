@@ -71,6 +71,14 @@ type Users struct {
 	ReplicaSets []ReplicaSetUser
 	Owners      []OwnerUser
 	Others      []OtherUser
+	// Crowd is the object's crowd anchor (CrowdAnchor) when it exists: the owner that stands
+	// for its Jobs and bare Pods once they are more than MaxUserOwners.
+	Crowd *Owner
+	// Owned are the UIDs of the object's owner references as the view knows them (the
+	// controller's cache and the references it has just written): the references of Jobs that
+	// are gone, which the garbage collector has not removed yet, take room too (capMany).
+	// Nil: a view in which no Job or Pod owns.
+	Owned []types.UID
 }
 
 // UserView answers who uses an object in one namespace: a NamespaceUsage read for the run
@@ -86,8 +94,15 @@ type UserView interface {
 // ownersOf is the one rule that decides an object's owners from its users, in every mode: the
 // owners are the live ReplicaSets, and the live owners of the other users (revisions, Jobs,
 // Pods, anchors), whose controller is live (or that have none); the blockers are the users that
-// cannot own it, named for messages.
+// cannot own it, named for messages. More than MaxUserOwners Jobs and Pods own through their
+// crowd anchor instead (capMany).
 func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
+	owners, blockers = eachOwner(u)
+	return capMany(owners, blockers, u)
+}
+
+// eachOwner is ownersOf before the cap: every user's own owner.
+func eachOwner(u Users) (owners []ReplicaSetUser, blockers []string) {
 	for _, r := range u.ReplicaSets {
 		if r.ReplicaSet.Deleting {
 			continue
@@ -120,6 +135,80 @@ func ownersOf(u Users) (owners []ReplicaSetUser, blockers []string) {
 		blockers = append(blockers, o.String())
 	}
 	return owners, blockers
+}
+
+// many reports an owner that stands for one Job or one bare Pod: the kinds that come by the
+// hundred (a CronJob's history, a fan-out), whose owner lists capMany bounds.
+func many(o Owner) bool { return o.KindOf() == OwnerJob || o.KindOf() == OwnerPod }
+
+func countMany(owners []ReplicaSetUser) int {
+	n := 0
+	for _, o := range owners {
+		if many(o.ReplicaSet) {
+			n++
+		}
+	}
+	return n
+}
+
+// capMany bounds an object's owners: while its Jobs and Pods are too many to own it one by
+// one (crowdCalled), none of them is added and its crowd anchor is added instead (until the
+// anchor exists, the object waits for it: a blocker named with AnchorPending). The anchor lives
+// while any of them does (AnchorVerdict), so the object is never left with owners that are all
+// going away while a user lives; the Jobs and Pods that own it already stay owners (writes
+// only add).
+func capMany(owners []ReplicaSetUser, blockers []string, u Users) ([]ReplicaSetUser, []string) {
+	if !crowdCalled(owners, u) {
+		return owners, blockers
+	}
+	n := countMany(owners)
+	kept := make([]ReplicaSetUser, 0, len(owners)-n+1)
+	for _, o := range owners {
+		if !many(o.ReplicaSet) {
+			kept = append(kept, o)
+		}
+	}
+	if u.Crowd == nil || u.Crowd.Deleting {
+		return kept, append(blockers, fmt.Sprintf("%d Jobs and Pods%s", n, AnchorPending))
+	}
+	return append(kept, ReplicaSetUser{ReplicaSet: *u.Crowd, Controller: ControllerNone}), blockers
+}
+
+// crowdCalled reports whether the crowd anchor stands for the Jobs and Pods among owners: they
+// are more than MaxUserOwners, or those that do not own the object yet would take its
+// references past MaxUserOwners beside the ones it has (other than its other owners and the
+// crowd: the references of Jobs that are gone count until the collector removes them). The
+// object's list then never holds more than MaxUserOwners references besides its other owners
+// and the crowd.
+func crowdCalled(owners []ReplicaSetUser, u Users) bool {
+	n := countMany(owners)
+	if n > MaxUserOwners {
+		return true
+	}
+	owned := make(map[types.UID]bool, len(u.Owned))
+	for _, uid := range u.Owned {
+		owned[uid] = true
+	}
+	if u.Crowd != nil {
+		delete(owned, u.Crowd.UID)
+	}
+	fresh := 0
+	for _, o := range owners {
+		switch {
+		case !many(o.ReplicaSet):
+			delete(owned, o.ReplicaSet.UID)
+		case !owned[o.ReplicaSet.UID]:
+			fresh++
+		}
+	}
+	return fresh > 0 && len(owned)+fresh > MaxUserOwners
+}
+
+// CrowdNeeded reports whether the object's Jobs and bare Pods are too many to own it one by
+// one (crowdCalled): its crowd anchor stands for them.
+func CrowdNeeded(u Users) bool {
+	owners, _ := eachOwner(u)
+	return crowdCalled(owners, u)
 }
 
 // OwnersOf is the rule for a caller that keeps an object's owners current (the controller
@@ -157,7 +246,7 @@ type Sharing struct {
 func SharingOf(u Users, w Workload) Sharing {
 	var s Sharing
 	owners, _ := ownersOf(u)
-	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners})
+	_, s.Unownable = ownersOf(Users{ReplicaSets: u.ReplicaSets, Owners: u.Owners, Crowd: u.Crowd, Owned: u.Owned})
 	uid := w.UID
 	for _, o := range owners {
 		ref := o.ReplicaSet.Controller

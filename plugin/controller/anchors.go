@@ -67,6 +67,9 @@ func (c *Controller) namespaceUID(ctx context.Context, ns string) (types.UID, er
 // the rule lets go.
 func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 	kind, name, _ := strings.Cut(k.Name, "/")
+	if kind == plugin.CrowdKind {
+		return c.syncCrowd(ctx, k, name)
+	}
 	ns := k.Namespace
 	sc := c.scopeOf(ns)
 	if sc == nil || sc.revisions == nil {
@@ -87,19 +90,11 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 	result := "noop"
 	cur := plugin.NewAnchor(kind, name, refs)
 	if exists && len(refs) > 0 && c.usesOptedIn(ns, refs) && sc.anchor(ns, cur) == nil && !c.cfg.DryRun {
-		nsUID, err := c.namespaceUID(ctx, ns)
+		created, err := c.createAnchor(ctx, ns, cur)
 		if err != nil {
 			return "error", err
 		}
-		rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
-		_, err = c.cfg.Kube.AppsV1().ControllerRevisions(ns).Create(rctx, cur.ControllerRevision(ns, nsUID), metav1.CreateOptions{})
-		cancel()
-		switch {
-		case apierrors.IsAlreadyExists(err):
-		case err != nil:
-			return "error", fmt.Errorf("creating the anchor %s of %s in namespace %s: %w", cur.ObjectName(), k.Name, ns, err)
-		default:
-			c.m.Anchors.WithLabelValues("created").Inc()
+		if created {
 			log.WithField("anchor", cur.ObjectName()).Info("created the anchor of the current template")
 			result = "patched"
 		}
@@ -132,14 +127,9 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 			log.WithField("anchor", r.Name).Info("dry run: would delete the anchor")
 			continue
 		}
-		uid := r.UID
-		rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
-		err := c.cfg.Kube.AppsV1().ControllerRevisions(ns).Delete(rctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		cancel()
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return "error", fmt.Errorf("deleting the anchor %s of %s in namespace %s: %w", r.Name, k.Name, ns, err)
+		if err := c.deleteAnchor(ctx, ns, r); err != nil {
+			return "error", err
 		}
-		c.m.Anchors.WithLabelValues("deleted").Inc()
 		why := "the template moved on"
 		if !exists {
 			why = "the workload is gone"
@@ -154,6 +144,40 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 		c.mu.Unlock()
 	}
 	return result, nil
+}
+
+// createAnchor creates anchor a in namespace ns, its Namespace as controller (false: it
+// exists already).
+func (c *Controller) createAnchor(ctx context.Context, ns string, a plugin.Anchor) (bool, error) {
+	nsUID, err := c.namespaceUID(ctx, ns)
+	if err != nil {
+		return false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
+	defer cancel()
+	_, err = c.cfg.Kube.AppsV1().ControllerRevisions(ns).Create(rctx, a.ControllerRevision(ns, nsUID), metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("creating the anchor %s of %s in namespace %s: %w", a.ObjectName(), a.Workload(), ns, err)
+	}
+	c.m.Anchors.WithLabelValues("created").Inc()
+	return true, nil
+}
+
+// deleteAnchor deletes the cached anchor r, its UID as a precondition (one deleted or replaced
+// meanwhile is left as it is).
+func (c *Controller) deleteAnchor(ctx context.Context, ns string, r *cachedRevision) error {
+	uid := r.UID
+	rctx, cancel := context.WithTimeout(ctx, plugin.DefaultRequestTimeout)
+	defer cancel()
+	err := c.cfg.Kube.AppsV1().ControllerRevisions(ns).Delete(rctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting the anchor %s of %s in namespace %s: %w", r.Name, r.Anchor.Workload(), ns, err)
+	}
+	c.m.Anchors.WithLabelValues("deleted").Inc()
+	return nil
 }
 
 // usesOptedIn reports whether any of refs is an opted-in object: only those get an anchor
@@ -186,9 +210,17 @@ func (c *Controller) unsettled(sc *scope, ns string, anchor *cachedRevision) []p
 		for _, ref := range c.ownersWithPending(k, m) {
 			have[ref.UID] = true
 		}
-		owners, blockers := plugin.OwnersOf(view{c, ns}.UsersOf(o))
+		users := view{c, ns}.UsersOf(o)
+		owners, blockers := plugin.OwnersOf(users)
 		if len(blockers) > 0 && !onlyAnchorsPending(blockers) {
 			out = append(out, o)
+			continue
+		}
+		if plugin.CrowdNeeded(users) && (users.Crowd == nil || users.Crowd.UID == anchor.UID || !have[users.Crowd.UID]) {
+			// Its many Jobs and Pods own only through a crowd anchor that is not an owner yet
+			// (or is this one): none of them may be the one that keeps it.
+			out = append(out, o)
+			c.enqueue(k, false)
 			continue
 		}
 		for _, w := range owners {
@@ -203,7 +235,7 @@ func (c *Controller) unsettled(sc *scope, ns string, anchor *cachedRevision) []p
 }
 
 // anchorPending is how a workload whose anchor is being created is named among blockers.
-const anchorPending = " (its anchor is being created)"
+const anchorPending = plugin.AnchorPending
 
 // onlyAnchorsPending reports whether every blocker is a workload whose anchor is being created:
 // not a user that cannot own, only one whose owner is a moment away (the anchor's add event

@@ -268,6 +268,12 @@ func (v view) ownerUsers(sc *scope, o plugin.Object, u *plugin.Users) {
 			}
 		}
 	}
+	// The anchor that stands for its Jobs and Pods when they are many (plugin.ownersOf decides
+	// whether it is an owner).
+	if r := sc.anchor(v.ns, plugin.CrowdAnchor(o)); r != nil {
+		crowd := r.owner()
+		u.Crowd = &crowd
+	}
 }
 
 // anchorUser adds a workload's current template as a user: its anchor owns, or, while the

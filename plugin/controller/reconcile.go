@@ -91,11 +91,16 @@ func (c *Controller) Reconcile(ctx context.Context, k Key) (string, error) {
 		err = res.Errors[0].Err
 	}
 	if len(res.Blocked) > 0 && onlyAnchorsPending(res.Blocked[0].Users) {
-		// A workload's anchor is a moment away: its add event brings the object back.
+		// A workload's anchor is a moment away: its add event brings the object back. The
+		// crowd anchor is this object's own: its sync is queued here.
 		log.WithField("users", strings.Join(res.Blocked[0].Users, ", ")).Debug("waiting for an anchor")
+		c.crowdDue(k, true)
 		c.reacted(k, false)
 		return "noop", nil
 	}
+	// A crowd anchor may go once the Jobs and Pods are few again and own the object themselves
+	// (written just now, or before): its sync decides.
+	defer c.crowdDue(k, false)
 	if len(res.Blocked) > 0 {
 		c.blocked(k, res.Blocked[0])
 		c.reacted(k, false)

@@ -350,6 +350,13 @@ func (v view) UsersOf(o plugin.Object) plugin.Users {
 		u.ReplicaSets = append(u.ReplicaSets, plugin.ReplicaSetUser{ReplicaSet: rs.owner(), Controller: v.c.controllerState(sc, rs), CredentialOnly: rs.credentialOnly(o)})
 	}
 	v.ownerUsers(sc, o, &u)
+	// The object's references, for the bound on its Jobs' and Pods' (plugin.MaxUserOwners).
+	ok := Key{v.ns, o.Kind, o.Name}
+	if m := v.c.object(ok); m != nil {
+		for _, r := range v.c.ownersWithPending(ok, m) {
+			u.Owned = append(u.Owned, r.UID)
+		}
+	}
 	return u
 }
 

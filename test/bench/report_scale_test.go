@@ -58,6 +58,12 @@ type scaleModel struct {
 	// Fit are the sizes fitted on; Check the size predicted.
 	Fit   []int
 	Check int
+	// PerKindKiB is one user of another kind (userKinds: a ControllerRevision, a Job, a bare
+	// Pod, an anchored StatefulSet with its anchor), with its 2 opted-in objects, each fitted
+	// on its own leaf: what that leaf added over the point it grew from, divided by the users
+	// it added. KindFit names the leaf.
+	PerKindKiB map[string]float64
+	KindFit    map[string]string
 }
 
 type scalePoint struct {
@@ -65,6 +71,54 @@ type scalePoint struct {
 	rs, unrelated, opt float64
 	m                  map[string]float64
 	samples            []float64
+}
+
+// kindLeaves are the run's leaves that add users of one other kind (scale_kinds_test.go), in
+// the order of userKinds.
+func kindLeaves(r *results) []*scalePoint {
+	var out []*scalePoint
+	for _, k := range userKinds {
+		for name := range r.Benchmarks {
+			if n, ok := strings.CutPrefix(name, "ControllerScale/"+k+"="); ok {
+				recs := r.leaf("ControllerScale/" + k + "=" + n)
+				if len(recs) == 0 {
+					continue
+				}
+				rec := recs[len(recs)-1]
+				out = append(out, &scalePoint{leaf: k + "=" + n, rs: rec.Metrics["replicasets"], unrelated: rec.Metrics["unrelated"], opt: rec.Metrics["opted-in"], m: rec.Metrics, samples: rec.SamplesMs})
+			}
+		}
+	}
+	return out
+}
+
+// grewFrom is the point a kind leaf grew from: same ReplicaSets and other objects, same users
+// of every other kind, fewer of its own.
+func grewFrom(p *scalePoint, kind string, points []*scalePoint) *scalePoint {
+	for _, q := range points {
+		same := q != p && q.rs == p.rs && q.unrelated == p.unrelated && q.m[kind] < p.m[kind]
+		for _, k := range userKinds {
+			same = same && (k == kind || q.m[k] == p.m[k])
+		}
+		if same {
+			return q
+		}
+	}
+	return nil
+}
+
+// kindKiB is what a point's users of other kinds cost in the model, in KiB.
+func (md scaleModel) kindKiB(m map[string]float64) float64 {
+	var kib float64
+	for _, k := range userKinds {
+		kib += md.PerKindKiB[k] * m[k]
+	}
+	return kib
+}
+
+// predictPoint is the model's steady RSS for a measured point, its users of every kind included.
+func (md scaleModel) predictPoint(p *scalePoint) float64 {
+	return md.predict(p.rs, p.unrelated) + md.kindKiB(p.m)/1024
 }
 
 func scalePoints(r *results) (base, unrel *scalePoint, sizes []*scalePoint, split *scalePoint) {
@@ -94,13 +148,24 @@ func fitScale(r *results) (scaleModel, error) {
 	if base == nil || unrel == nil || len(sizes) < 2 {
 		return scaleModel{}, errors.New("the run has no replicasets=0, unrelated-only and two sizes")
 	}
-	var md scaleModel
+	md := scaleModel{PerKindKiB: map[string]float64{}, KindFit: map[string]string{}}
 	md.BaseMiB = base.m["rss-MiB"]
 	md.FileMiB = base.m["rss-file-MiB"]
 	md.PerUnrelatedKiB = (unrel.m["rss-MiB"] - md.BaseMiB) * 1024 / unrel.unrelated
+	kinds := kindLeaves(r)
+	all := append(append([]*scalePoint{}, sizes...), kinds...)
+	for _, p := range kinds {
+		kind, _, _ := strings.Cut(p.leaf, "=")
+		q := grewFrom(p, kind, all)
+		if q == nil {
+			return scaleModel{}, fmt.Errorf("leaf %s: no point it grew from (same ReplicaSets and other users)", p.leaf)
+		}
+		md.PerKindKiB[kind] = (p.m["rss-MiB"] - q.m["rss-MiB"]) * 1024 / (p.m[kind] - q.m[kind])
+		md.KindFit[kind] = fmt.Sprintf("%s at %s ReplicaSets", p.leaf, f1(p.rs))
+	}
 	var num, den float64
 	for _, p := range sizes[:len(sizes)-1] {
-		y := (p.m["rss-MiB"]-md.BaseMiB)*1024 - md.PerUnrelatedKiB*p.unrelated
+		y := (p.m["rss-MiB"]-md.BaseMiB)*1024 - md.PerUnrelatedKiB*p.unrelated - md.kindKiB(p.m)
 		num += p.rs * y
 		den += p.rs * p.rs
 		md.Fit = append(md.Fit, int(p.rs))
@@ -285,13 +350,16 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 		}
 		return nil
 	}
-	pred := md.predict(last.rs, last.unrelated)
+	pred := md.predictPoint(last)
 	var rows [][]string
 	if p := at(scaleGoalAt); p != nil {
 		rows = append(rows, []string{fmt.Sprintf("controller RSS at %d ReplicaSets (steady, after the churn)", scaleGoalAt), fmt.Sprintf("%.1f MiB (of which %.1f MiB the binary's mapped pages)", p.m["rss-MiB"], p.m["rss-file-MiB"]), fmt.Sprintf("≤ %.0f MiB", scaleRSSGoalMiB), goalVerdict(p.m["rss-MiB"] <= scaleRSSGoalMiB)})
 		rows = append(rows, []string{fmt.Sprintf("reaction p99 at %d ReplicaSets under churn", scaleGoalAt), fmt.Sprintf("%.1f ms (p50 %.1f ms, %d rolls)", p.m["reaction-p99-ms"], p.m["reaction-p50-ms"], len(p.samples)), fmt.Sprintf("≤ %.0f ms", scaleReactionGoalMs), goalVerdict(p.m["reaction-p99-ms"] <= scaleReactionGoalMs)})
 	}
-	rows = append(rows, []string{fmt.Sprintf("the model (fitted on %s) predicts %d ReplicaSets", intsList(md.Fit), md.Check), fmt.Sprintf("predicted %.1f MiB, measured %.1f MiB: %s", pred, last.m["rss-MiB"], pct(last.m["rss-MiB"], pred)), fmt.Sprintf("within %.0f %%", scaleModelTolerance*100), goalVerdict(math.Abs(last.m["rss-MiB"]-pred)/pred <= scaleModelTolerance)})
+	rows = append(rows, []string{fmt.Sprintf("the model (fitted on %s%s) predicts %s%s", intsList(md.Fit), kindFits(md), f1(float64(md.Check)), kindsNote(last.m)), fmt.Sprintf("predicted %.1f MiB, measured %.1f MiB: %s", pred, last.m["rss-MiB"], pct(last.m["rss-MiB"], pred)), fmt.Sprintf("within %.0f %%", scaleModelTolerance*100), goalVerdict(math.Abs(last.m["rss-MiB"]-pred)/pred <= scaleModelTolerance)})
+	if cr, ok := md.PerKindKiB["revisions"]; ok {
+		rows = append(rows, []string{"a ControllerRevision costs no more than a ReplicaSet (each with its 2 opted-in objects)", fmt.Sprintf("%.2f KiB against %.2f KiB", cr, md.PerRSKiB), "≤", goalVerdict(cr <= md.PerRSKiB)})
+	}
 	w.table([]string{"goal", "measured", "goal", "verdict"}, rows)
 
 	// The model.
@@ -300,13 +368,14 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	w.p("Steady RSS ≈ **%.1f MiB + %.2f KiB per ReplicaSet** (with its 2 opted-in objects and its share of a Rollout) **+ %.2f KiB per other ConfigMap or Secret** in the watched namespaces. The intercept is the process with empty caches (%.1f MiB, of which %.1f MiB are the binary's own mapped pages: `RssFile`, what the import graph costs, not the caches); the per-object cost is the unrelated-only point (%s objects: %+.1f MiB); the per-ReplicaSet cost is a least-squares fit through the intercept on %s ReplicaSets, and predicts the %d point. Peaks (`VmHWM`, during the first full reconcile) are at most %.2f× the steady RSS. For this benchmark's mix (%.0f other objects per ReplicaSet) that is **%.2f KiB per ReplicaSet**. Every point is a first install that has just adopted its new objects and then served the churn, the state that holds the most (the queue and maps grown to every object, each patched object looked at again 31 s later); a restart with everything owned holds less (the split installs below).",
 		md.BaseMiB, md.PerRSKiB, md.PerUnrelatedKiB, md.BaseMiB, md.FileMiB, f1(unrel.unrelated), unrel.m["rss-MiB"]-base.m["rss-MiB"], intsList(md.Fit), md.Check, md.PeakRatio, md.UnrelatedPerRS, md.PerRSKiB+md.UnrelatedPerRS*md.PerUnrelatedKiB)
 	w.p("")
+	renderKinds(&w, r, md)
 	rows = nil
 	for _, p := range append([]*scalePoint{base, unrel}, sizes...) {
 		if p == nil {
 			continue
 		}
-		pr := md.predict(p.rs, p.unrelated)
-		rows = append(rows, []string{f1(p.rs), f1(p.opt), f1(p.unrelated),
+		pr := md.predictPoint(p)
+		rows = append(rows, []string{f1(p.rs) + kindsNote(p.m), f1(p.opt), f1(p.unrelated),
 			fmt.Sprintf("%.1f", p.m["rss-MiB"]), fmt.Sprintf("%.1f / %.1f", p.m["rss-anon-MiB"], p.m["rss-file-MiB"]), fmt.Sprintf("%.1f", p.m["heap-MiB"]), fmt.Sprintf("%.1f", p.m["hwm-MiB"]),
 			fmt.Sprintf("%.1f", pr), pct(p.m["rss-MiB"], pr)})
 	}
@@ -434,6 +503,62 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 	}
 	w.p("")
 	return w.String()
+}
+
+// kindNames name the user kinds in the report, singular and plural.
+var kindNames = map[string][2]string{
+	"revisions": {"ControllerRevision", "ControllerRevisions"},
+	"jobs":      {"Job", "Jobs"},
+	"pods":      {"bare Pod", "bare Pods"},
+	"anchors":   {"anchored StatefulSet", "anchored StatefulSets"},
+}
+
+// kindsNote is " + 2,000 ControllerRevisions + 1,000 Jobs" for a point's users of other kinds.
+func kindsNote(m map[string]float64) string {
+	var out string
+	for _, k := range userKinds {
+		if n := m[k]; n > 0 {
+			out += " + " + f1(n) + " " + kindNames[k][1]
+		}
+	}
+	return out
+}
+
+// kindFits names where the kinds' costs come from, for the goal row.
+func kindFits(md scaleModel) string {
+	var out []string
+	for _, k := range userKinds {
+		if at, ok := md.KindFit[k]; ok {
+			out = append(out, at)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(out, ", ")
+}
+
+// renderKinds is the model's part for users of other kinds: the cost of each, from its leaf.
+func renderKinds(w *mdWriter, r *results, md scaleModel) {
+	if len(md.PerKindKiB) == 0 {
+		return
+	}
+	_, _, sizes, _ := scalePoints(r)
+	all := append(append([]*scalePoint{}, sizes...), kindLeaves(r)...)
+	w.p("**Users of other kinds** each cost what the leaf that added them added to the steady RSS, divided by how many it added (each with its own opted-in ConfigMap and Secret, as a ReplicaSet; the leaf's cold start adopted them). None of these points is the one predicted: ControllerRevisions and Jobs are added at a smaller size, then the ReplicaSets grow to the largest, whose RSS the model predicts from the costs fitted before it; bare Pods and anchors are measured after it. A ControllerRevision is one of %d per StatefulSet (whose own template uses nothing, as the benchmark's Rollouts); a Job or a bare Pod stands alone (no job controller or scheduler runs: no pods, Pending); an *anchored StatefulSet* is a StatefulSet whose template uses its objects, so the controller keeps an anchor for it (the StatefulSet in the template cache, the anchor in the revision cache, and the anchor's reference on each object).", scaleRSPerWorkload)
+	w.p("")
+	var rows [][]string
+	for _, p := range kindLeaves(r) {
+		kind, _, _ := strings.Cut(p.leaf, "=")
+		q := grewFrom(p, kind, all)
+		if q == nil {
+			continue
+		}
+		rows = append(rows, []string{kindNames[kind][0], fmt.Sprintf("+%s at %s ReplicaSets%s", f1(p.m[kind]-q.m[kind]), f1(p.rs), kindsNote(q.m)),
+			fmt.Sprintf("%.1f → %.1f", q.m["rss-MiB"], p.m["rss-MiB"]), fmt.Sprintf("%.1f → %.1f", q.m["heap-MiB"], p.m["heap-MiB"]),
+			fmt.Sprintf("**%.2f KiB**", md.PerKindKiB[kind]), fmt.Sprintf("%.2f×", md.PerKindKiB[kind]/md.PerRSKiB)})
+	}
+	w.table([]string{"user (with its 2 objects)", "added", "RSS MiB (steady)", "Go heap in use MiB", "cost each", "of a ReplicaSet's"}, rows)
 }
 
 // unrelatedShare is the unrelated objects of an install with n of the last size's ReplicaSets:

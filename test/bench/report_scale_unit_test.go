@@ -117,3 +117,65 @@ func TestResourcesFollowModel(t *testing.T) {
 		t.Errorf("%s: the `resources` row is not the model's, want:\n%s", resourceFiles.readme, readmeRow(md))
 	}
 }
+
+// TestScaleKindsFit: each user kind's cost comes from its own leaf, against the point it grew
+// from, and the mix at the largest size is predicted with them; a leaf with nothing to grow
+// from is refused.
+func TestScaleKindsFit(t *testing.T) {
+	cost := map[string]float64{"revisions": 2.5, "jobs": 2, "pods": 1.5, "anchors": 4}
+	r := synthetic(50, 3, 0.4)
+	// The run's order: the kinds of the mix at 10k, the mix at 50k, the others after it.
+	counts := map[string]float64{}
+	add := func(leaf string, rs float64) map[string]float64 {
+		m := map[string]float64{"replicasets": rs, "unrelated": 20000 + 2*rs}
+		kib := 3*rs + 0.4*m["unrelated"]
+		for k, n := range counts {
+			m[k] = n
+			kib += cost[k] * n
+		}
+		m["rss-MiB"], m["hwm-MiB"] = 50+kib/1024, 1.5*(50+kib/1024)
+		if leaf != "" {
+			r.Benchmarks["ControllerScale/"+leaf] = []*record{{Metrics: m}}
+		}
+		return m
+	}
+	counts["revisions"] = 2000
+	add("revisions=2000", 10000)
+	counts["jobs"] = 1000
+	add("jobs=1000", 10000)
+	mix := add("", 50000)
+	r.Benchmarks["ControllerScale/replicasets=50000"][0].Metrics = mix
+	counts["pods"] = 2000
+	add("pods=2000", 50000)
+	counts["anchors"] = 2000
+	add("anchors=2000", 50000)
+
+	md, err := fitScale(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range cost {
+		if got := md.PerKindKiB[k]; math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s: %v KiB each, want %v", k, got, want)
+		}
+	}
+	if math.Abs(md.PerRSKiB-3) > 1e-9 || md.Check != 50000 {
+		t.Errorf("per ReplicaSet %v, checked %d; want 3 and 50000", md.PerRSKiB, md.Check)
+	}
+	_, _, sizes, _ := scalePoints(r)
+	if got, want := md.predictPoint(sizes[len(sizes)-1]), mix["rss-MiB"]; math.Abs(got-want) > 1e-9 {
+		t.Errorf("the mix predicted at %v MiB, measured %v", got, want)
+	}
+	// The report names the kinds and the goal of a revision's cost.
+	out := renderScale(r, md, "docs/controller.md", "")
+	for _, s := range []string{"50000 + 2000 ControllerRevisions + 1000 Jobs", "a ControllerRevision costs no more than a ReplicaSet", "| anchored StatefulSet |"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the report lacks %q", s)
+		}
+	}
+	// A kind leaf whose point before it is missing cannot be fitted.
+	delete(r.Benchmarks, "ControllerScale/revisions=2000")
+	if _, err := fitScale(r); err == nil || !strings.Contains(err.Error(), "jobs=1000") {
+		t.Errorf("a jobs leaf without the revisions point before it: %v", err)
+	}
+}

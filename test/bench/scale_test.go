@@ -41,7 +41,7 @@ import (
 
 const (
 	envScale      = "CMA_BENCH_SCALE"       // 1: run BenchmarkControllerScale
-	envScaleSizes = "CMA_BENCH_SCALE_SIZES" // ReplicaSet counts, default 1000,10000,50000
+	envScaleSizes = "CMA_BENCH_SCALE_SIZES" // ReplicaSet counts, default 1000,5000,10000
 	envScaleChurn = "CMA_BENCH_SCALE_CHURN" // churn window per size, default 2m
 
 	// scaleRSPerWorkload ReplicaSets per Rollout (its current one and 4 in history).
@@ -78,7 +78,7 @@ var optInLabels = map[string]string{"configmap-attacher/revisioned": "true"}
 func scaleSizes(b *testing.B) []int {
 	s := os.Getenv(envScaleSizes)
 	if s == "" {
-		return []int{1000, 10000, 50000}
+		return []int{1000, 5000, 10000}
 	}
 	var out []int
 	for _, f := range strings.Split(s, ",") {
@@ -130,6 +130,9 @@ type scaleEnv struct {
 	workloads []*scaleWorkload
 	// unrelated and optedIn count the objects created (unrelated: never opted in).
 	unrelated, optedIn int
+	// The users of the other kinds (scale_kinds_test.go): ControllerRevisions, Jobs, bare Pods
+	// and anchored StatefulSets.
+	revisions, jobs, pods, anchors int
 }
 
 func (e *scaleEnv) ctx() (context.Context, context.CancelFunc) {
@@ -533,6 +536,9 @@ func BenchmarkControllerScale(b *testing.B) {
 		rec.Metrics["opted-in"] = float64(e.optedIn)
 		rec.Metrics["unrelated"] = float64(e.unrelated)
 		rec.Metrics["namespaces"] = float64(len(e.nss))
+		for k, n := range map[string]int{"revisions": e.revisions, "jobs": e.jobs, "pods": e.pods, "anchors": e.anchors} {
+			rec.Metrics[k] = float64(n)
+		}
 		rec.Metrics["sync-s"] = synced.Seconds()
 		rec.Metrics["cold-start-s"] = cold.Seconds()
 		rec.Metrics["cold-patches"] = patches
@@ -660,7 +666,23 @@ func BenchmarkControllerScale(b *testing.B) {
 		}
 	})
 	have := 0
-	for _, n := range sizes {
+	// A leaf that adds users of one other kind at the current size, its new objects adopted.
+	kind := func(name string, n int, add func(*testing.B, int)) {
+		b.Run(fmt.Sprintf("%s=%d", name, n), func(b *testing.B) {
+			for b.Loop() {
+				before := e.optedIn
+				add(b, n)
+				phase(b, have, e.optedIn-before)
+			}
+		})
+	}
+	for i, n := range sizes {
+		if i == len(sizes)-1 && i > 0 {
+			// The largest size is the mix the model predicts: ReplicaSets, revisions and Jobs,
+			// each kind's cost fitted before it, at a smaller size.
+			kind("revisions", scaleRevisions, e.addRevisions)
+			kind("jobs", scaleJobs, e.addJobs)
+		}
 		b.Run(fmt.Sprintf("replicasets=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				owned := n > scaleAdoptMax(b)
@@ -674,6 +696,9 @@ func BenchmarkControllerScale(b *testing.B) {
 			}
 		})
 	}
+	// The kinds the mix has none of, at the largest size.
+	kind("pods", scalePods, e.addPods)
+	kind("anchors", scaleAnchors, e.addAnchored)
 	b.Run("split=2", func(b *testing.B) {
 		for b.Loop() {
 			e.split(b, have)
