@@ -46,7 +46,7 @@ func (c *Install) validate(args []string) []string {
 // process's exit code: 0 installed (or -help), 1 failed, 2 bad arguments.
 func (c *Install) Main(args []string) int {
 	fs := c.FlagSet()
-	if err := parseArgs(spec{name: "configmap-attacher install-plugin", usage: installUsage, fs: fs, args: c.validate}, args, c.Stderr); err != nil {
+	if err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher install-plugin", usage: installUsage, fs: fs, args: c.validate}, args, c.Stderr); err != nil {
 		return exitCode(err)
 	}
 	in := c.Installer
