@@ -78,8 +78,9 @@ type sub struct {
 	main       func([]string) int
 }
 
-func (r *Root) commands() []*cobra.Command {
-	subs := []sub{
+// subs are the commands below the root, in the order the help lists them.
+func (r *Root) subs() []sub {
+	return []sub{
 		{"controller", "Watch workloads and attach opted-in ConfigMaps and Secrets to every user (the Deployment's mode)",
 			(&Controller{}).FlagSet, nsList, (&Controller{Stdout: r.Stdout, Stderr: r.Stderr, Getenv: r.Getenv}).Main},
 		{"audit", "Report, per Rollout and Deployment, the config in use and what is lost, unowned or stray; --fix attaches",
@@ -93,6 +94,10 @@ func (r *Root) commands() []*cobra.Command {
 		{"version", "Print the version",
 			(&Version{}).FlagSet, outputShort, (&Version{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
 	}
+}
+
+func (r *Root) commands() []*cobra.Command {
+	subs := r.subs()
 	out := make([]*cobra.Command, 0, len(subs))
 	for _, s := range subs {
 		c := &cobra.Command{Use: s.use, Short: s.short, Args: cobra.ArbitraryArgs, DisableFlagParsing: true,
