@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -94,6 +95,12 @@ func (r *Root) subs() []sub {
 		{"version", "Print the version",
 			(&Version{}).FlagSet, outputShort, (&Version{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
 	}
+}
+
+// name is the command's name (its use without the arguments).
+func (s sub) name() string {
+	n, _, _ := strings.Cut(s.use, " ")
+	return n
 }
 
 func (r *Root) commands() []*cobra.Command {
