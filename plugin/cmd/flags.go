@@ -168,8 +168,8 @@ func normalise(ps *pflag.FlagSet, args []string) (out, problems []string) {
 		}
 		if f == nil {
 			problems = append(problems, unknownFlag(ps, dashes+name))
-			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !looksBool(name) {
-				i++ // its value, most likely: not a positional argument
+			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++ // its value, most likely: reported once, as the unknown flag
 			}
 			continue
 		}
@@ -183,11 +183,6 @@ func normalise(ps *pflag.FlagSet, args []string) (out, problems []string) {
 		}
 	}
 	return out, problems
-}
-
-// looksBool guesses that an unknown flag takes no value when it reads as a switch.
-func looksBool(name string) bool {
-	return strings.HasPrefix(name, "no-") || strings.HasPrefix(name, "enable-") || strings.HasPrefix(name, "disable-")
 }
 
 // unknownFlag words an unknown flag with the closest known one.
