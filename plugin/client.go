@@ -15,6 +15,13 @@ type ClientOptions struct {
 	// ~/.kube/config. A controller run outside a cluster passes its own --kubeconfig flag to
 	// nobody, so the plugin's args can name one.
 	Kubeconfig string
+	// Context is the kubeconfig context to use instead of its current one (--context): a
+	// context exists only in a kubeconfig, so naming one skips the in-cluster config.
+	Context string
+	// Impersonate and ImpersonateGroups act as another user (--as, --as-group), as kubectl
+	// does: to check what a ServiceAccount can do before it runs.
+	Impersonate       string
+	ImpersonateGroups []string
 	// QPS and Burst are client-side rate limits. client-go's defaults (5 QPS, burst 10) would
 	// make a 100-object step take 20 s; ours let one step send all its requests at once and
 	// leave flow control to the apiserver (API Priority and Fairness).
@@ -34,8 +41,11 @@ func RESTConfig(o ClientOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	switch {
-	case o.Kubeconfig != "":
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	case o.Kubeconfig != "" || o.Context != "":
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = o.Kubeconfig
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
 	default:
 		cfg, err = rest.InClusterConfig()
 		if err != nil {
@@ -45,6 +55,9 @@ func RESTConfig(o ClientOptions) (*rest.Config, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading Kubernetes client config (in-cluster, $KUBECONFIG, ~/.kube/config or -kubeconfig): %w", err)
+	}
+	if o.Impersonate != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: o.Impersonate, Groups: o.ImpersonateGroups}
 	}
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	if cfg.QPS == 0 {

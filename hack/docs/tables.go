@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
@@ -32,6 +34,34 @@ func FlagTable(fs *flag.FlagSet, prefix string) string {
 	return b.String()
 }
 
+// CLIFlagTable renders a command line's flags as a Markdown table (flag, default,
+// description), sorted by name: each flag as `--name`, with its short form before it; the
+// hidden old names and -h/--help are left out.
+func CLIFlagTable(fs *pflag.FlagSet) string {
+	var b strings.Builder
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" {
+			return
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Flag | Default | Description |\n|------|---------|-------------|\n")
+		}
+		def := ""
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		name := "`--" + f.Name + "`"
+		if f.Shorthand != "" && f.Shorthand != f.Name {
+			name = "`-" + f.Shorthand + "`, " + name
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, def, mdCell(f.Usage))
+	})
+	if b.Len() == 0 {
+		return "No flags.\n"
+	}
+	return b.String()
+}
+
 // mdCell keeps text inside one table cell.
 func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
@@ -41,6 +71,10 @@ func mdCell(s string) string {
 func FlagTables() map[string]string {
 	m := map[string]string{}
 	for _, c := range cmd.DocCommands() {
+		if c.Flags != nil {
+			m[c.Name] = CLIFlagTable(c.Flags())
+			continue
+		}
 		m[c.Name] = FlagTable(c.FlagSet(), c.Prefix)
 	}
 	return m

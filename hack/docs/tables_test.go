@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/configmap-attacher/configmap-attacher/plugin/cmd"
 )
 
@@ -19,6 +21,20 @@ func TestDocsFlagTablesUpToDate(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Error(p)
+	}
+}
+
+// The command line's table: the short form first, hidden old names and --help left out.
+func TestCLIFlagTable(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.StringP("namespace", "n", "", "one | two")
+	fs.String("namespaces", "", "old")
+	fs.Lookup("namespaces").Hidden = true
+	fs.BoolP("help", "h", false, "help")
+	want := "| Flag | Default | Description |\n|------|---------|-------------|\n" +
+		"| `-n`, `--namespace` |  | one \\| two |\n"
+	if got := CLIFlagTable(fs); got != want {
+		t.Errorf("CLIFlagTable:\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -65,8 +81,9 @@ func TestUpdateDocs(t *testing.T) {
 		t.Fatalf("check after write: %v %q", err, problems)
 	}
 	b, _ := os.ReadFile(filepath.Join(root, "docs/flags.md"))
-	if !strings.Contains(string(b), "<!-- flags:job -->\n| Flag | Default | Description |\n") || !strings.Contains(string(b), "| `-rollout` |  | name of the Rollout (required) |\n") ||
-		!strings.Contains(string(b), "| `-version` | `false` | print the version and exit |\n<!-- /flags:job -->\n\ntext after\n") ||
+	if !strings.Contains(string(b), "<!-- flags:job -->\n| Flag | Default | Description |\n") || !strings.Contains(string(b), "| `--rollout` |  | name of the Rollout (required) |\n") ||
+		!strings.Contains(string(b), "| `-n`, `--namespace` |  | namespace of the Rollout") || strings.Contains(string(b), "--namespaces") ||
+		!strings.Contains(string(b), "| `--version` | `false` | print the version and exit |\n<!-- /flags:job -->\n\ntext after\n") ||
 		!strings.Contains(string(b), "| `--qps` | `") || strings.Contains(string(b), "stale") {
 		t.Errorf("written:\n%s", b)
 	}

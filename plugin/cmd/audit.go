@@ -42,7 +42,8 @@ type auditOptions struct {
 // auditRequest is the validated input of one run.
 type auditRequest struct {
 	namespace, rollout string
-	fix, json          bool
+	fix                bool
+	output             string
 	selector           labels.Selector
 	// policy is the administrator's (-require-opt-in, -opt-in-selector): -fix writes under it
 	// what the step, the Job and the controller would.
@@ -56,7 +57,7 @@ type auditRequest struct {
 	log           *logrus.Logger
 }
 
-const auditUsage = "Usage: configmap-attacher audit (-namespace NS [-rollout NAME] | -A) [-o text|json] [-fix] [flags]\n\n" +
+const auditUsage = "Usage: configmap-attacher audit (-n NS [--rollout NAME] | -A) [-o text|json|yaml] [--fix] [flags]\n\n" +
 	"Reports, per Rollout and Deployment, the ReplicaSets in history and the ConfigMaps and Secrets they use:\n" +
 	"lost (referenced, does not exist), unowned (opted in or named in a step, no ReplicaSet owns it),\n" +
 	"stray (owned by a ReplicaSet that does not use it) and legacy (the original tool's controller\n" +
@@ -78,16 +79,15 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollouts to audit")
 	fs.StringVar(&o.rollout, "rollout", "", "audit only this Rollout (needs -namespace)")
-	fs.BoolVar(&o.all, "A", false, "audit the Rollouts of every namespace")
-	fs.BoolVar(&o.all, "all-namespaces", false, "same as -A")
-	fs.StringVar(&o.output, "o", "text", "output: text (a tree) or json")
+	fs.BoolVar(&o.all, "all-namespaces", false, "audit the Rollouts of every namespace")
+	fs.StringVar(&o.output, "output", "text", outputUsage+" (text: a tree)")
 	fs.BoolVar(&o.fix, "fix", false, "add the missing owner references of opted-in and step-named objects (never removes anything)")
 	fs.Var(o.selector, "selector", "label selector of the objects the audit counts as opted in (default: -opt-in-selector)")
 	fs.BoolVar(&o.requireOptIn, "require-opt-in", false, "-fix writes an owner reference only on objects that match -opt-in-selector, as the step and the Job with the same flag (objects named in a step included)")
 	fs.Var(o.optInSelector, "opt-in-selector", "label selector of opted-in objects: the administrator's policy -fix writes under, as the step's and the Job's -opt-in-selector")
 	fs.Var(o.leases, "controller-lease", cli.LeasesUsage+" (audit reports the shared objects none maintains; -fix leaves shared objects to it)")
 	fs.Var(o.workloads, "workloads", "workload kinds to audit: rollouts, deployments, or both (a missing Rollout CRD is an error only when rollouts is named)")
-	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	clientFlags(fs, &o.client)
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage)
@@ -110,7 +110,7 @@ func (c *Audit) Main(args []string) int {
 	var o auditOptions
 	var req auditRequest
 	fs := c.flags(&o)
-	err := parseArgs(spec{name: "configmap-attacher audit", usage: auditUsage, fs: fs, validate: func() []string {
+	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher audit", usage: auditUsage, fs: fs, extras: auditExtras, validate: func() []string {
 		var problems []string
 		req, problems = o.validate(c.Stderr)
 		return problems
@@ -123,7 +123,7 @@ func (c *Audit) Main(args []string) int {
 
 // validate turns the parsed flags into a request; it returns every problem at once.
 func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
-	req := auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, json: o.output == "json", client: o.client}
+	req := auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, output: o.output, client: o.client}
 	var problems []string
 	switch {
 	case o.all && (o.namespace != "" || o.rollout != ""):
@@ -131,9 +131,8 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 	case !o.all && o.namespace == "":
 		problems = append(problems, "-namespace is required (or -A for every namespace)")
 	}
-	if o.output != "text" && o.output != "json" {
-		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
-	}
+	problems = append(problems, outputProblems(o.output)...)
+	problems = append(problems, clientProblems(o.client)...)
 	// The audit reports with the policy's opt-in selector unless -selector names another.
 	req.selector = o.selector.Selector()
 	if req.selector == nil {
@@ -180,13 +179,9 @@ func (c *Audit) run(ctx context.Context, req auditRequest) int {
 	// Every user counts: objects that a user that cannot own them also uses are findings of
 	// their own (the state after -fix, when it ran).
 	aud.AddShared(ctx, rep)
-	if req.json {
-		if err := rep.WriteJSON(c.Stdout); err != nil {
-			fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
-			return ExitFail
-		}
-	} else {
-		rep.WriteText(c.Stdout)
+	if err := writeReport(c.Stdout, req.output, rep); err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		return ExitFail
 	}
 	if rep.Failed() {
 		return ExitFail

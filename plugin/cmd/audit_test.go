@@ -53,12 +53,12 @@ func TestAuditUsageErrors(t *testing.T) {
 		{"rollout without namespace", []string{"-rollout", "web"}, "-namespace is required"},
 		{"-A and -namespace", []string{"-A", "-namespace", "shop"}, "do not combine it with -namespace or -rollout"},
 		{"-A and -rollout", []string{"-A", "-rollout", "web"}, "do not combine it"},
-		{"bad output", []string{"-namespace", "shop", "-o", "yaml"}, `-o "yaml": use text or json`},
+		{"bad output", []string{"-namespace", "shop", "-o", "xml"}, `-o "xml": use text, json or yaml`},
 		{"bad selector", []string{"-namespace", "shop", "-selector", "a in (b"}, `-selector "a in (b"`},
 		{"empty selector", []string{"-namespace", "shop", "-selector", " "}, "selects every object without a given label"},
 		{"negative-only selector", []string{"-namespace", "shop", "-selector", "!team"}, "selects every object without a given label"},
 		{"stray argument", []string{"-namespace", "shop", "web"}, `unexpected argument "web"`},
-		{"unknown flag", []string{"-n", "shop"}, "flag provided but not defined: -n"},
+		{"unknown flag", []string{"-nmspace", "shop"}, "unknown flag -nmspace: did you mean -n or --namespace?"},
 		{"bad log level", []string{"-namespace", "shop", "-log-level", "loud"}, `log level "loud"`},
 		{"bad opt-in selector", []string{"-namespace", "shop", "-opt-in-selector", "a in (b"}, `-opt-in-selector "a in (b"`},
 		{"negative-only opt-in selector", []string{"-namespace", "shop", "-require-opt-in", "-opt-in-selector", "!team"}, `-opt-in-selector "!team": ` + plugin.NotPositive},
@@ -79,18 +79,18 @@ func TestAuditUsageErrors(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := runAuditCmd(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher audit") {
-		t.Errorf("-help: %d %s", code, stderr)
+	if code, out, _ := runAuditCmd(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(out, "Usage: configmap-attacher audit") {
+		t.Errorf("-help: %d %s", code, out)
 	}
 }
 
 // Every problem is reported at once, each naming its flag.
 func TestAuditReportsEveryProblem(t *testing.T) {
-	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "yaml", "-selector", "!team", "-opt-in-selector", "!x", "-workloads", "replicasets", "-log-level", "loud", "extra")
+	code, _, stderr := runAuditCmd(t, nil, nil, "-o", "xml", "-selector", "!team", "-opt-in-selector", "!x", "-workloads", "replicasets", "-log-level", "loud", "extra")
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d", code, ExitUsage)
 	}
-	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "yaml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads "replicasets": "replicasets" is not a workload kind`, `log level "loud"`} {
+	for _, want := range []string{`unexpected argument "extra"`, "-namespace is required", `-o "xml"`, `-selector "!team"`, `-opt-in-selector "!x"`, `-workloads "replicasets": "replicasets" is not a workload kind`, `log level "loud"`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -201,8 +201,8 @@ func TestAuditWorkloadsFlag(t *testing.T) {
 func TestAuditFlagSet(t *testing.T) {
 	var errb bytes.Buffer
 	fs := (&Audit{Stderr: &errb}).FlagSet()
-	want := map[string]string{"namespace": "", "rollout": "", "A": "false", "all-namespaces": "false", "o": "text", "fix": "false",
-		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "log-level": "warn",
+	want := map[string]string{"namespace": "", "rollout": "", "all-namespaces": "false", "output": "text", "fix": "false",
+		"selector": "", "workloads": "rollouts,deployments", "kubeconfig": "", "context": "", "as": "", "as-group": "", "log-level": "warn",
 		"require-opt-in": "false", "opt-in-selector": plugin.OptInLabel + "=true",
 		"controller-lease": "configmap-attacher/configmap-attacher"}
 	n := 0

@@ -12,7 +12,6 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cleanup"
-	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 )
 
@@ -27,7 +26,7 @@ type Cleanup struct {
 	poll time.Duration
 }
 
-const cleanupUsage = "Usage: configmap-attacher cleanup [-namespaces a,b] [-stop-controller NS/NAME] [-dry-run] [-force] [-o text|json] [flags]\n\n" +
+const cleanupUsage = "Usage: configmap-attacher cleanup [-n a,b] [--stop-controller NS/NAME] [--dry-run] [--force] [-o text|json|yaml] [flags]\n\n" +
 	"Deletes the controller mode's anchors (ControllerRevisions labelled configmap-attacher.io/anchor=true that\n" +
 	"read as anchors; nothing else), each with its UID as a precondition, so that the config they own is\n" +
 	"collected with its other owners once the controller is uninstalled. An anchor that is the last keeper of\n" +
@@ -52,14 +51,14 @@ func (c *Cleanup) FlagSet() *flag.FlagSet { return c.flags(&cleanupOptions{}) }
 func (c *Cleanup) flags(o *cleanupOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher cleanup", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces whose anchors to delete (default: all; as the controller's -namespaces)")
+	fs.StringVar(&o.namespaces, "namespace", "", "comma-separated namespaces whose anchors to delete (default: all; as the controller's --namespace)")
 	fs.StringVar(&o.stop, "stop-controller", "", "NAMESPACE/NAME of the controller's Deployment: scaled to 0 (and its pods waited for) before the first delete")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 2*time.Minute, "how long to wait for the controller's pods to be gone")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report what would be deleted and kept; change nothing")
 	fs.BoolVar(&o.force, "force", false, "also delete anchors that are the last keepers of objects live workloads use (the garbage collector then deletes those objects)")
-	fs.StringVar(&o.output, "o", "text", "output: text or json")
+	fs.StringVar(&o.output, "output", "text", outputUsage)
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each API call")
-	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	clientFlags(fs, &o.client)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), cleanupUsage)
 		fs.PrintDefaults()
@@ -82,9 +81,8 @@ func (o *cleanupOptions) validate() (nss []string, problems []string) {
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout %v: must be positive", o.timeout))
 	}
-	if o.output != "text" && o.output != "json" {
-		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
-	}
+	problems = append(problems, outputProblems(o.output)...)
+	problems = append(problems, clientProblems(o.client)...)
 	if o.force && o.dryRun {
 		problems = append(problems, "-force with -dry-run: -dry-run deletes nothing (drop one)")
 	}
@@ -103,7 +101,7 @@ func (c *Cleanup) Main(args []string) int {
 	var o cleanupOptions
 	var nss []string
 	fs := c.flags(&o)
-	err := parseArgs(spec{name: "configmap-attacher cleanup", usage: cleanupUsage, fs: fs, validate: func() []string {
+	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher cleanup", usage: cleanupUsage, fs: fs, extras: nsList, validate: func() []string {
 		var problems []string
 		nss, problems = o.validate()
 		return problems
@@ -127,13 +125,9 @@ func (c *Cleanup) Main(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.stopTimeout+1000*o.timeout)
 	defer cancel()
 	rep, runErr := cln.Run(ctx)
-	if o.output == "json" {
-		if err := rep.WriteJSON(c.Stdout); err != nil {
-			fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
-			return ExitFail
-		}
-	} else {
-		rep.WriteText(c.Stdout)
+	if err := writeReport(c.Stdout, o.output, rep); err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
+		return ExitFail
 	}
 	if runErr != nil {
 		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", runErr)

@@ -27,13 +27,13 @@ func runCleanupCmd(t *testing.T, kube *fake.Clientset, meta *metadatafake.FakeMe
 
 func TestCleanupUsageErrors(t *testing.T) {
 	kube := fake.NewClientset()
-	code, out, stderr := runCleanupCmd(t, kube, nil, "-namespaces", "Shop,a,a", "-o", "yaml", "-stop-controller", "nons",
+	code, out, stderr := runCleanupCmd(t, kube, nil, "-namespaces", "Shop,a,a", "-o", "xml", "-stop-controller", "nons",
 		"-timeout", "0s", "-stop-timeout", "-1s", "-force", "-dry-run", "extra")
 	if code != ExitUsage || out != "" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
-	for _, want := range []string{`unexpected argument "extra"`, `-namespaces: "Shop" is not a valid namespace name`, `-namespaces: "a" is listed twice`,
-		`-o "yaml": use text or json`, `-stop-controller "nons": want NAMESPACE/NAME`, "-timeout 0s: must be positive",
+	for _, want := range []string{`unexpected argument "extra"`, `-n/--namespace: "Shop" is not a valid namespace name`, `-n/--namespace: "a" is listed twice`,
+		`-o "xml": use text, json or yaml`, `-stop-controller "nons": want NAMESPACE/NAME`, "-timeout 0s: must be positive",
 		"-stop-timeout -1s: must be positive", "-force with -dry-run"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -42,7 +42,7 @@ func TestCleanupUsageErrors(t *testing.T) {
 	if len(kube.Actions()) != 0 {
 		t.Error("bad usage made API calls")
 	}
-	if code, _, stderr := runCleanupCmd(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher cleanup") {
+	if code, stderr, _ := runCleanupCmd(t, nil, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher cleanup") {
 		t.Errorf("-help: %d %s", code, stderr)
 	}
 }

@@ -19,12 +19,20 @@ import (
 
 // spec is what a command gives parseArgs.
 type spec struct {
+	// stdout gets the help that --help asks for (nil: stderr).
+	stdout io.Writer
 	// name prefixes each problem, e.g. "configmap-attacher audit".
 	name string
-	// usage is printed, then the flag defaults, for -help (on stderr); a problem only points to
-	// -help.
+	// usage is printed, then the flags, for --help (on stderr); a problem only points to
+	// --help.
 	usage string
 	fs    *flag.FlagSet
+	// extras are the short forms and old names of fs's flags on the command line.
+	extras flagExtras
+	// help prints the help instead of usage and the flags (the root's lists the commands).
+	help func(io.Writer)
+	// deprecated reports an old flag name used (nil: a line on stderr; the controller logs it).
+	deprecated func(notice string)
 	// validate completes the options after parsing and returns every problem (nil: none).
 	validate func() []string
 	// args takes the positional arguments (nil: a command without any refuses them).
@@ -35,33 +43,54 @@ type spec struct {
 var errHelp = errors.New("help requested")
 
 // parseArgs parses args into s.fs and validates them. Each problem is printed once on stderr
-// as "<name>: <problem>", followed by a pointer to -help; the result is nil, errHelp, or an
+// as "<name>: <problem>", followed by a pointer to --help; the result is nil, errHelp, or an
 // error that means ExitUsage.
 func parseArgs(s spec, args []string, stderr io.Writer) error {
-	problems, help := cli.CollectParse(s.fs, args)
-	if help {
-		fmt.Fprint(stderr, s.usage)
-		s.fs.SetOutput(stderr)
-		s.fs.PrintDefaults()
+	p := parseFlags(s.fs, s.extras, args)
+	if p.help {
+		out := s.stdout
+		if out == nil {
+			out = stderr
+		}
+		s.printHelp(out)
 		return errHelp
 	}
+	problems := p.problems
 	switch {
 	case s.args != nil:
-		problems = append(problems, s.args(s.fs.Args())...)
-	case s.fs.NArg() > 0:
-		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", s.fs.Arg(0)))
+		problems = append(problems, s.args(p.args)...)
+	case len(p.args) > 0:
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", p.args[0]))
 	}
 	if s.validate != nil {
 		problems = append(problems, s.validate()...)
 	}
 	if len(problems) == 0 {
+		for _, d := range p.deprecated {
+			if s.deprecated != nil {
+				s.deprecated(d)
+			} else {
+				fmt.Fprintf(stderr, "%s: %s\n", s.name, d)
+			}
+		}
 		return nil
 	}
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "%s: %s\n", s.name, p)
 	}
-	fmt.Fprintf(stderr, "Run %s -help for usage.\n", s.name)
+	fmt.Fprintf(stderr, "Run %s --help for usage.\n", s.name)
 	return errors.New(strings.Join(problems, "; "))
+}
+
+// printHelp prints the command's help: its usage text and its flags as the command line
+// spells them.
+func (s spec) printHelp(w io.Writer) {
+	if s.help != nil {
+		s.help(w)
+		return
+	}
+	fmt.Fprint(w, s.usage)
+	fmt.Fprint(w, pflags(s.fs, s.extras).FlagUsages())
 }
 
 // exitCode maps parseArgs' result to the exit of a command that stops there.
@@ -150,7 +179,7 @@ func ParseWorkloads(v string) ([]string, []string) {
 	return kinds, problems
 }
 
-// parseNamespaces reads a -namespaces value (comma-separated) into namespace names, reporting
+// parseNamespaces reads a --namespace list (comma-separated) into namespace names, reporting
 // every invalid or repeated name, and a value that names none; omit says what leaving the flag
 // out means ("omit it to watch all").
 func parseNamespaces(raw, omit string) (nss, problems []string) {
@@ -158,16 +187,16 @@ func parseNamespaces(raw, omit string) (nss, problems []string) {
 	for _, ns := range splitList(raw) {
 		switch {
 		case len(validation.IsDNS1123Label(ns)) > 0:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
+			problems = append(problems, fmt.Sprintf("-n/--namespace: %q is not a valid namespace name", ns))
 		case seen[ns]:
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is listed twice", ns))
+			problems = append(problems, fmt.Sprintf("-n/--namespace: %q is listed twice", ns))
 		default:
 			seen[ns] = true
 			nss = append(nss, ns)
 		}
 	}
 	if strings.TrimSpace(raw) != "" && len(nss) == 0 && len(problems) == 0 {
-		problems = append(problems, "-namespaces names no namespace ("+omit+")")
+		problems = append(problems, "-n/--namespace names no namespace ("+omit+")")
 	}
 	return nss, problems
 }

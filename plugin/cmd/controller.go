@@ -25,7 +25,7 @@ import (
 )
 
 // controllerUsage is the synopsis printed with -help and on bad flags.
-const controllerUsage = `Usage: configmap-attacher controller [-kubeconfig PATH] [-namespaces a,b] [-selector configmap-attacher/revisioned=true]
+const controllerUsage = `Usage: configmap-attacher controller [--kubeconfig PATH] [-n a,b] [-selector configmap-attacher/revisioned=true]
     [-workloads rollouts,deployments] [-leader-elect=true] [-leader-election-namespace NS] [-leader-election-id configmap-attacher]
     [-leader-election-lease-duration 15s] [-leader-election-renew-deadline 10s] [-leader-election-retry-period 2s]
     [-metrics-addr :8080] [-health-addr :8081] [-qps 50] [-burst 100] [-workers 4] [-resync 10m] [-anchor-grace 5m] [-dry-run]
@@ -108,8 +108,8 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	o.selector, o.workloads = cli.NewSelector(plugin.OptInLabel+"=true"), newWorkloads(allWorkloads)
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
-	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
-	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
+	clientFlags(fs, &o.client)
+	fs.StringVar(&o.namespaces, "namespace", "", "comma-separated namespaces to watch (default: all)")
 	fs.Var(o.selector, "selector", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
 	fs.Var(o.workloads, "workloads", "the kinds whose use of an opted-in object adopts it: any of "+allWorkloads+" (default all; without the Rollout CRD, rollouts is dropped unless named); every user of an adopted object owns it, whatever its kind")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader on a Lease; only the leader writes")
@@ -181,7 +181,7 @@ func (c *Controller) validate(o *controllerOptions) []string {
 		problems = append(problems, fmt.Sprintf("-resync %v: must not be negative", o.resync))
 	}
 	o.client.QPS = float32(o.qps)
-	return problems
+	return append(problems, clientProblems(o.client)...)
 }
 
 func (c *Controller) podNamespace() string {
@@ -206,7 +206,7 @@ func (c *Controller) main(args []string) int {
 	log := logrus.New()
 	log.SetOutput(c.Stderr)
 	fs := c.flags(&o)
-	err := parseArgs(spec{name: "configmap-attacher controller", usage: controllerUsage, fs: fs, validate: func() []string {
+	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher controller", usage: controllerUsage, fs: fs, extras: nsList, deprecated: func(n string) { log.Warn(n) }, validate: func() []string {
 		return append(cli.LoggerProblems(log, o.logLevel, o.logFormat), c.validate(&o)...)
 	}}, args, c.Stderr)
 	if err != nil {

@@ -90,8 +90,8 @@ func TestControllerFlagProblems(t *testing.T) {
 	}
 	for _, want := range []string{
 		`unexpected argument "extra"`,
-		`-namespaces: "Shop" is not a valid namespace name`,
-		`-namespaces: "a" is listed twice`,
+		`-n/--namespace: "Shop" is not a valid namespace name`,
+		`-n/--namespace: "a" is listed twice`,
 		`-selector "": selects every object without a given label`,
 		`-workloads "rollouts,replicasets": "replicasets" is not a workload kind`,
 		`-leader-elect outside a cluster needs -leader-election-namespace`,
@@ -99,7 +99,7 @@ func TestControllerFlagProblems(t *testing.T) {
 		`-metrics-addr "8080"`,
 		`-workers 0: must be at least 1`,
 		`log format "xml"`,
-		"Run configmap-attacher controller -help for usage.",
+		"Run configmap-attacher controller --help for usage.",
 	} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())

@@ -26,7 +26,7 @@ type Doctor struct {
 	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
 }
 
-const doctorUsage = "Usage: configmap-attacher doctor [-mode step,controller,job] [-namespaces a,b] [-o text|json] [flags]\n\n" +
+const doctorUsage = "Usage: configmap-attacher doctor [--mode step,controller,job] [-n a,b] [-o text|json|yaml] [flags]\n\n" +
 	"With -mode controller it finds every controller installed, by its Deployment's labels\n" +
 	"(app.kubernetes.io/name=configmap-attacher, -instance and -controller-namespace narrow it), and\n" +
 	"reads each one's ServiceAccount, Lease, watched namespaces, selector and metrics Service from it;\n" +
@@ -56,8 +56,8 @@ func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher doctor", flag.ContinueOnError)
 	fs.SetOutput(c.Stderr)
 	fs.StringVar(&o.modes, "mode", "step", "modes to check, comma-separated: step, controller, job")
-	fs.StringVar(&o.namespaces, "namespaces", "", "application namespaces, comma-separated: RBAC is checked in each and their objects (default: cluster-wide RBAC, every namespace's objects; required for -mode job)")
-	fs.StringVar(&o.output, "o", "text", "output: text or json")
+	fs.StringVar(&o.namespaces, "namespace", "", "application namespaces, comma-separated: RBAC is checked in each and their objects (default: cluster-wide RBAC, every namespace's objects; required for -mode job)")
+	fs.StringVar(&o.output, "output", "text", outputUsage)
 	fs.StringVar(&o.opts.RolloutsNamespace, "rollouts-namespace", o.opts.RolloutsNamespace, "namespace of the Argo Rollouts controller and argo-rollouts-config")
 	fs.StringVar(&o.opts.RolloutsConfigMap, "rollouts-configmap", o.opts.RolloutsConfigMap, "the Argo Rollouts controller's ConfigMap")
 	fs.StringVar(&o.opts.RolloutsDeployment, "rollouts-deployment", o.opts.RolloutsDeployment, "the Argo Rollouts controller's Deployment")
@@ -70,11 +70,11 @@ func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
 	fs.StringVar(&o.opts.LeaseNamespace, "leader-election-namespace", "", "namespace of the controller's Lease (default: the found Deployment's, else -controller-namespace)")
 	fs.StringVar(&o.opts.LeaseName, "leader-election-id", o.opts.LeaseName, "name of the controller's Lease (default: the found Deployment's -leader-election-id)")
 	fs.StringVar(&o.opts.MetricsURL, "metrics-url", "", "the controller's /metrics URL, e.g. http://configmap-attacher-metrics.configmap-attacher.svc:8080/metrics (default: the found metrics Service's, fetched in the cluster only)")
-	fs.StringVar(&o.opts.JobServiceAccount, "job-service-account", o.opts.JobServiceAccount, "the Job's ServiceAccount, in each of -namespaces")
+	fs.StringVar(&o.opts.JobServiceAccount, "job-service-account", o.opts.JobServiceAccount, "the Job's ServiceAccount, in each of --namespace")
 	fs.BoolVar(&o.opts.OwnerReferencesEnforcement, "ownerreferences-enforcement", false, "the cluster runs the OwnerReferencesPermissionEnforcement admission plugin (OpenShift): also check delete on configmaps and secrets")
 	fs.Var(o.optIn, "opt-in-selector", "label selector of opted-in objects (the step's and the controller's)")
 	fs.DurationVar(&o.opts.Timeout, "timeout", o.opts.Timeout, "deadline of each API call and of the metrics request")
-	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	clientFlags(fs, &o.client)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), doctorUsage)
 		fs.PrintDefaults()
@@ -103,13 +103,13 @@ func (o *doctorOptions) validate() []string {
 	}
 	for _, ns := range splitList(o.namespaces) {
 		if len(validation.IsDNS1123Label(ns)) > 0 {
-			problems = append(problems, fmt.Sprintf("-namespaces: %q is not a valid namespace name", ns))
+			problems = append(problems, fmt.Sprintf("-n/--namespace: %q is not a valid namespace name", ns))
 			continue
 		}
 		o.opts.Namespaces = append(o.opts.Namespaces, ns)
 	}
 	if contains(o.opts.Modes, doctor.ModeJob) && len(o.opts.Namespaces) == 0 {
-		problems = append(problems, "-mode job needs -namespaces: the Job's ServiceAccount lives in each application namespace")
+		problems = append(problems, "-mode job needs -n/--namespace: the Job's ServiceAccount lives in each application namespace")
 	}
 	if o.opts.DiscoverNamespace != "" {
 		o.opts.ControllerNamespace = o.opts.DiscoverNamespace
@@ -134,9 +134,8 @@ func (o *doctorOptions) validate() []string {
 			problems = append(problems, fmt.Sprintf("-metrics-url %q: want http://host:port/metrics", o.opts.MetricsURL))
 		}
 	}
-	if o.output != "text" && o.output != "json" {
-		problems = append(problems, fmt.Sprintf("-o %q: use text or json", o.output))
-	}
+	problems = append(problems, outputProblems(o.output)...)
+	problems = append(problems, clientProblems(o.client)...)
 	if o.opts.Timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout %v: must be positive", o.opts.Timeout))
 	}
@@ -154,7 +153,7 @@ func (c *Doctor) Main(args []string) int {
 	}
 	var o doctorOptions
 	fs := c.flags(&o)
-	if err := parseArgs(spec{name: "configmap-attacher doctor", usage: doctorUsage, fs: fs, validate: o.validate}, args, c.Stderr); err != nil {
+	if err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher doctor", usage: doctorUsage, fs: fs, extras: nsList, validate: o.validate}, args, c.Stderr); err != nil {
 		return exitCode(err)
 	}
 	// What the command line set overrides what discovery reads from each install.
@@ -164,7 +163,7 @@ func (c *Doctor) Main(args []string) int {
 	o.opts.ParseControllerArgs = ParseControllerArgs
 	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
 		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
-		Namespaces: set["namespaces"], OptIn: set["opt-in-selector"]}
+		Namespaces: set["namespace"], OptIn: set["opt-in-selector"]}
 	// doctor's output is its report (stdout); what client-go says on its own (the apiserver's
 	// warnings, which klog logs at its info level) goes to stderr as log lines.
 	log := logrus.New()
@@ -185,13 +184,9 @@ func (c *Doctor) Main(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*o.opts.Timeout+time.Minute)
 	defer cancel()
 	rep := (&doctor.Doctor{Kube: cl.Kube, Meta: cl.Meta, Rollouts: cl.Rollouts, Opts: o.opts}).Run(ctx)
-	if o.output == "json" {
-		if err := rep.WriteJSON(c.Stdout); err != nil {
-			fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
-			return ExitFail
-		}
-	} else {
-		rep.WriteText(c.Stdout)
+	if err := writeReport(c.Stdout, o.output, rep); err != nil {
+		fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
+		return ExitFail
 	}
 	if rep.Failed() {
 		return ExitFail
@@ -205,9 +200,8 @@ func (c *Doctor) Main(args []string) int {
 func ParseControllerArgs(args []string) (doctor.ControllerArgs, error) {
 	var o controllerOptions
 	fs := (&Controller{Stderr: io.Discard}).flags(&o)
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return doctor.ControllerArgs{}, fmt.Errorf("parsing %q: %w", strings.Join(args, " "), err)
+	if p := parseFlags(fs, nsList, args); len(p.problems) > 0 {
+		return doctor.ControllerArgs{}, fmt.Errorf("parsing %q: %s", strings.Join(args, " "), strings.Join(p.problems, "; "))
 	}
 	return doctor.ControllerArgs{Namespaces: splitList(o.namespaces), Selector: o.selector.Selector(), LeaderElect: o.leaderElect,
 		LeaseNamespace: o.leNamespace, LeaseName: o.leID, MetricsAddr: o.metricsAddr}, nil

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"testing"
 
@@ -33,25 +34,25 @@ func runDoctorCmd(t *testing.T, kube *fake.Clientset, args ...string) (int, stri
 
 func TestDoctorUsageErrors(t *testing.T) {
 	kube := fake.NewClientset()
-	code, out, stderr := runDoctorCmd(t, kube, "-mode", "step,steps,step", "-namespaces", "Shop", "-o", "yaml",
+	code, out, stderr := runDoctorCmd(t, kube, "-mode", "step,steps,step", "-namespaces", "Shop", "-o", "xml",
 		"-metrics-url", "localhost:8080", "-timeout", "0s", "-leader-election-id", "Bad_Name", "extra")
 	if code != ExitUsage || out != "" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
 	for _, want := range []string{`unexpected argument "extra"`, `-mode "step,steps,step": "steps" is not a mode`, `-mode: "step" is listed twice`,
-		`-namespaces: "Shop" is not a valid namespace name`, `-o "yaml": use text or json`, `-metrics-url "localhost:8080": want http://host:port/metrics`,
+		`-n/--namespace: "Shop" is not a valid namespace name`, `-o "xml": use text, json or yaml`, `-metrics-url "localhost:8080": want http://host:port/metrics`,
 		"-timeout 0s: must be positive", `-leader-election-id "Bad_Name" is not a valid name`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if code, _, stderr := runDoctorCmd(t, kube, "-mode", "job"); code != ExitUsage || !strings.Contains(stderr, "-mode job needs -namespaces") {
+	if code, _, stderr := runDoctorCmd(t, kube, "-mode", "job"); code != ExitUsage || !strings.Contains(stderr, "-mode job needs -n/--namespace") {
 		t.Errorf("job without namespaces: %d %s", code, stderr)
 	}
 	if len(kube.Actions()) != 0 {
 		t.Error("bad usage made API calls")
 	}
-	if code, _, stderr := runDoctorCmd(t, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher doctor") {
+	if code, stderr, _ := runDoctorCmd(t, nil, "-help"); code != ExitOK || !strings.Contains(stderr, "Usage: configmap-attacher doctor") {
 		t.Errorf("-help: %d %s", code, stderr)
 	}
 }
@@ -70,7 +71,7 @@ func TestDoctorExitCodesAndJSON(t *testing.T) {
 		})
 		return kube
 	}
-	args := []string{"-mode", "controller", "-namespaces", "shop"}
+	args := []string{"-mode", "controller", "-namespace", "shop"}
 	dep := controllerDeployment("configmap-attacher", "configmap-attacher", "configmap-attacher", "controller", "-selector=configmap-attacher/revisioned=true")
 
 	code, out, stderr := runDoctorCmd(t, newKube(false, dep), append(args, "-o", "json")...)
@@ -80,6 +81,12 @@ func TestDoctorExitCodesAndJSON(t *testing.T) {
 	}
 	if code != ExitFail || rep.Errors != 2 || stderr != "" {
 		t.Errorf("exit %d, %d errors (want 1, 2), stderr %q:\n%s", code, rep.Errors, stderr, out)
+	}
+	// -o yaml is the same document.
+	_, out, _ = runDoctorCmd(t, newKube(false, dep), append(args, "-o", "yaml")...)
+	var yrep doctor.Report
+	if err := yaml.Unmarshal([]byte(out), &yrep); err != nil || yrep.Errors != rep.Errors || len(yrep.Findings) != len(rep.Findings) {
+		t.Errorf("-o yaml: %v, %d errors and %d findings (json: %d, %d):\n%s", err, yrep.Errors, len(yrep.Findings), rep.Errors, len(rep.Findings), out)
 	}
 
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configmap-attacher", Namespace: "configmap-attacher"},

@@ -46,14 +46,22 @@ func (c *Install) validate(args []string) []string {
 // process's exit code: 0 installed (or -help), 1 failed, 2 bad arguments.
 func (c *Install) Main(args []string) int {
 	fs := c.FlagSet()
-	if err := parseArgs(spec{name: "configmap-attacher install-plugin", usage: installUsage, fs: fs, args: c.validate}, args, c.Stderr); err != nil {
+	var dir string
+	validate := func(rest []string) []string {
+		if p := c.validate(rest); p != nil {
+			return p
+		}
+		dir = rest[0]
+		return nil
+	}
+	if err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher install-plugin", usage: installUsage, fs: fs, args: validate}, args, c.Stderr); err != nil {
 		return exitCode(err)
 	}
 	in := c.Installer
 	if in == nil {
 		in = &install.Installer{}
 	}
-	r, err := in.Install(fs.Arg(0))
+	r, err := in.Install(dir)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "configmap-attacher install-plugin: %v\n", err)
 		return ExitFail

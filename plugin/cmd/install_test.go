@@ -124,13 +124,13 @@ func TestInstallPluginUsage(t *testing.T) {
 		if code := in.Main(args, &stdout, &stderr); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
-		if !strings.Contains(stderr.String(), "Run configmap-attacher install-plugin -help for usage.") {
+		if !strings.Contains(stderr.String(), "Run configmap-attacher install-plugin --help for usage.") {
 			t.Errorf("%q: stderr %q lacks the pointer to -help", args, stderr.String())
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	// -help prints the usage on stderr, as every command does; stdout stays empty.
-	if code := in.Main([]string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stderr.String(), "usage:") || stdout.Len() != 0 {
+	// -help prints the usage on stdout, as every command does; stderr stays empty.
+	if code := in.Main([]string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage:") || stderr.Len() != 0 {
 		t.Errorf("-h: exit %d stdout %q stderr %q", code, stdout.String(), stderr.String())
 	}
 }

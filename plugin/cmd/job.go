@@ -29,6 +29,10 @@ type Job struct {
 	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
 	// PollInterval is the pause between checks while waiting (default 2s).
 	PollInterval time.Duration
+	// help prints --help (nil: the Job's usage and flags; the root's lists the commands too).
+	help func(io.Writer)
+	// suggest names the commands an argument may have meant (nil: none; the root sets it).
+	suggest func(arg string) []string
 }
 
 // jobOptions are the Job's flags.
@@ -77,7 +81,7 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	fs.StringVar(&o.expectAnnotation, "expect-template-annotation", "", "KEY=VALUE: count the Rollout as settled only when its pod template (for workloadRef, the Deployment's) carries this annotation, e.g. a per-release value the chart stamps in both the template and the Job")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report the owner references that would be added; write nothing")
 	fs.DurationVar(&o.timeout, "timeout", plugin.DefaultTimeout, "how long to wait for the Rollouts controller and the new ReplicaSet: 1s to 1h (a Sync hook holds the Argo CD sync while it waits; the controller needs seconds)")
-	cli.KubeconfigFlag(fs, &o.client.Kubeconfig)
+	clientFlags(fs, &o.client)
 	cli.LogFlags(fs, &o.logLevel, &o.logFormat)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -95,12 +99,13 @@ func (c *Job) Main(args []string) int {
 	log := logrus.New()
 	log.SetOutput(c.Stderr)
 	fs := c.flags(&o)
-	err := parseArgs(spec{name: "configmap-attacher", usage: jobUsage, fs: fs, validate: func() []string {
+	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher", usage: jobUsage, fs: fs, extras: nsShort, help: c.help, args: c.positional, validate: func() []string {
 		if o.version {
 			return nil
 		}
 		var problems []string
 		req, problems = o.validate()
+		problems = append(problems, clientProblems(o.client)...)
 		return append(problems, cli.LoggerProblems(log, o.logLevel, o.logFormat)...)
 	}}, args, c.Stderr)
 	if err != nil {
@@ -142,6 +147,20 @@ func (c *Job) Main(args []string) int {
 	entry.Info(msg)
 	fmt.Fprintln(c.Stdout, msg)
 	return ExitOK
+}
+
+// positional refuses arguments: the Job takes flags only. An argument may be a misspelt command.
+func (c *Job) positional(rest []string) []string {
+	if len(rest) == 0 {
+		return nil
+	}
+	p := fmt.Sprintf("unexpected argument %q: all input is given by flags", rest[0])
+	if c.suggest != nil {
+		if s := c.suggest(rest[0]); len(s) > 0 {
+			p = fmt.Sprintf("unknown command %q: did you mean %s? (configmap-attacher --help lists the commands)", rest[0], strings.Join(s, " or "))
+		}
+	}
+	return []string{p}
 }
 
 // validate turns the flags and the remaining arguments into the core's request; it returns

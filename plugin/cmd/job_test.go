@@ -57,8 +57,8 @@ func TestJobUsageErrors(t *testing.T) {
 		{"no namespace", []string{"-rollout", "web", "-configmaps", "a"}, "-namespace is required"},
 		{"nothing to attach", []string{"-rollout", "web", "-namespace", "shop"}, "nothing to attach"},
 		{"only commas", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", " , ,"}, "nothing to attach"},
-		{"flag without value", []string{"-rollout"}, "flag needs an argument: -rollout"},
-		{"unknown flag", []string{"-configmap", "a"}, "flag provided but not defined: -configmap"},
+		{"flag without value", []string{"-rollout"}, "flag needs an argument: --rollout"},
+		{"unknown flag", []string{"-configmap", "a"}, "unknown flag -configmap: did you mean --configmaps?"},
 		{"bad name", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "Web_Config"}, `-configmaps[0]: "Web_Config" is not a valid object name`},
 		{"qualified name", []string{"-rollout", "web", "-namespace", "shop", "-secrets", "ns/s"}, "namespace-qualified"},
 		{"duplicate", []string{"-rollout", "web", "-namespace", "shop", "-configmaps", "a,b,a"}, "listed twice"},
@@ -121,7 +121,7 @@ func TestJobReportsEveryProblem(t *testing.T) {
 			if code != ExitUsage {
 				t.Errorf("exit %d, want %d", code, ExitUsage)
 			}
-			want := append(tc.want, "Run configmap-attacher -help for usage.")
+			want := append(tc.want, "Run configmap-attacher --help for usage.")
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			if len(lines) != len(want) {
 				t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), stderr)

@@ -114,7 +114,7 @@ func (d *Doctor) checkRBAC(ctx context.Context, r *Report, mode string) {
 	scopes := d.Opts.Namespaces
 	if len(scopes) == 0 {
 		if mode == ModeJob {
-			r.problem(Error, "rbac/"+mode, "ServiceAccount "+name, "pass -namespaces with the namespaces the Job runs in",
+			r.problem(Error, "rbac/"+mode, "ServiceAccount "+name, "pass -n/--namespace with the namespaces the Job runs in",
 				"the Job's ServiceAccount lives in each application namespace: name them")
 			return
 		}

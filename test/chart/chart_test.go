@@ -225,8 +225,8 @@ var combos = []struct {
 				t.Errorf("namespace %s: Role rules %v (want %v) and a RoleBinding", ns, rules(r), controllerRules)
 			}
 		}
-		if args := containerArgs(t, objs); !slices.Contains(args, "-namespaces=cma-chart-a,cma-chart-b") {
-			t.Errorf("args %q lack -namespaces=cma-chart-a,cma-chart-b", args)
+		if args := containerArgs(t, objs); !slices.Contains(args, "-namespace=cma-chart-a,cma-chart-b") {
+			t.Errorf("args %q lack -namespace=cma-chart-a,cma-chart-b", args)
 		}
 	}},
 	{"ownerreferences-enforcement", "rbac: {ownerReferencesPermissionEnforcement: true}\n", func(t *testing.T, objs []obj) {

@@ -141,7 +141,7 @@ func TestCleanupHook(t *testing.T) {
 		}
 	}
 	args = strs(get(find(objs, "Job", releaseNS, name), "spec", "template", "spec", "containers", 0, "args"))
-	if want := []string{"cleanup", "-stop-controller=" + releaseNS + "/rel-configmap-attacher", "-stop-timeout=30s", "-namespaces=cma-chart-a,cma-chart-b", "-force"}; !slices.Equal(args, want) {
+	if want := []string{"cleanup", "-stop-controller=" + releaseNS + "/rel-configmap-attacher", "-stop-timeout=30s", "-namespace=cma-chart-a,cma-chart-b", "-force"}; !slices.Equal(args, want) {
 		t.Errorf("args %q, want %q", args, want)
 	}
 

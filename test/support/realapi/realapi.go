@@ -626,7 +626,7 @@ func (e *Env) ControllerMode(extra ...string) *cluster.ControllerProcess {
 		e.T.Fatal(err)
 	}
 	logPath := filepath.Join(e.C.Dir, "controller-"+e.NS+".log")
-	args := append([]string{"-kubeconfig", kc, "-leader-elect=false", "-namespaces", e.NS, "-log-level", "debug"}, extra...)
+	args := append([]string{"-kubeconfig", kc, "-leader-elect=false", "-namespace", e.NS, "-log-level", "debug"}, extra...)
 	cp, err := cluster.LaunchController(bin, e.NS, logPath, []string{"KUBECONFIG=/nonexistent"}, args...)
 	if err != nil {
 		e.T.Fatal(err)
