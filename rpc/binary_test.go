@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,11 +141,12 @@ func (f *fakeAPIServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // emptyLists are the lists of the namespace's users the step reads besides its ReplicaSets.
 var emptyLists = map[string]string{
-	"/apis/apps/v1/namespaces/" + testNS + "/statefulsets": "StatefulSetList",
-	"/apis/apps/v1/namespaces/" + testNS + "/daemonsets":   "DaemonSetList",
-	"/apis/batch/v1/namespaces/" + testNS + "/jobs":        "JobList",
-	"/apis/batch/v1/namespaces/" + testNS + "/cronjobs":    "CronJobList",
-	"/api/v1/namespaces/" + testNS + "/pods":               "PartialObjectMetadataList",
+	"/apis/apps/v1/namespaces/" + testNS + "/statefulsets":        "StatefulSetList",
+	"/apis/apps/v1/namespaces/" + testNS + "/daemonsets":          "DaemonSetList",
+	"/apis/apps/v1/namespaces/" + testNS + "/controllerrevisions": "ControllerRevisionList",
+	"/apis/batch/v1/namespaces/" + testNS + "/jobs":               "JobList",
+	"/apis/batch/v1/namespaces/" + testNS + "/cronjobs":           "CronJobList",
+	"/api/v1/namespaces/" + testNS + "/pods":                      "PartialObjectMetadataList",
 }
 
 func listAPIVersion(path string) string {
@@ -218,7 +220,7 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	var reqs []apiRequest
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		reqs = api.requests()
-		if len(reqs) >= 9 || time.Now().After(deadline) {
+		if len(reqs) >= 12 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -227,13 +229,18 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 		got = append(got, r.String())
 	}
 	sort.Strings(got)
+	// The Rollout's own ReplicaSets, the controller's Lease (absent here: a step-only
+	// install), then, since no controller maintains the objects, the namespace's users.
 	want := []string{
 		"GET /api/v1/namespaces/" + testNS + "/pods",
+		"GET /apis/apps/v1/namespaces/" + testNS + "/controllerrevisions",
 		"GET /apis/apps/v1/namespaces/" + testNS + "/daemonsets",
+		"GET /apis/apps/v1/namespaces/" + testNS + "/replicasets",
 		"GET /apis/apps/v1/namespaces/" + testNS + "/replicasets",
 		"GET /apis/apps/v1/namespaces/" + testNS + "/statefulsets",
 		"GET /apis/batch/v1/namespaces/" + testNS + "/cronjobs",
 		"GET /apis/batch/v1/namespaces/" + testNS + "/jobs",
+		"GET /apis/coordination.k8s.io/v1/namespaces/configmap-attacher/leases/configmap-attacher",
 		"PATCH /api/v1/namespaces/" + testNS + "/configmaps/" + cmName,
 		"PATCH /api/v1/namespaces/" + testNS + "/secrets/" + secretName,
 		// The Normal ConfigAttached event on the Rollout.
@@ -242,14 +249,25 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("apiserver requests:\n  %s\nwant exactly:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
+	ownLists := 0
 	for _, r := range reqs {
 		if !strings.HasPrefix(r.UserAgent, "configmap-attacher/") {
 			t.Errorf("%s: User-Agent %q, want configmap-attacher/<version>", r, r.UserAgent)
 		}
 		if r.Method == http.MethodGet {
-			// Namespace-wide: every user of an object counts, whatever its labels.
-			if r.Query != "" {
-				t.Errorf("%s: query %q, want a whole-namespace list", r, r.Query)
+			// Namespace-wide, in pages: every user of an object counts, whatever its labels;
+			// only the Rollout's own ReplicaSets are found by its selector.
+			q, err := url.ParseQuery(r.Query)
+			if err != nil {
+				t.Errorf("%s: query %q: %v", r, r.Query, err)
+			}
+			if sel := q.Get("labelSelector"); sel != "" && strings.HasSuffix(r.Path, "/replicasets") {
+				ownLists++
+				q.Del("labelSelector")
+			}
+			q.Del("limit")
+			if len(q) > 0 {
+				t.Errorf("%s: query %q, want a whole-namespace list (pages allowed)", r, r.Query)
 			}
 			continue
 		}
@@ -261,7 +279,11 @@ func TestBinaryServesTheControllerProtocol(t *testing.T) {
 		}
 		checkPatchBody(t, r)
 	}
-	checkAttached(t, "ConfigMap", api.objects[want[6][len("PATCH "):]].(metav1.Object).GetOwnerReferences(), otherOwner())
+	if ownLists != 1 {
+		t.Errorf("%d lists of ReplicaSets by the Rollout's selector, want 1 (its own, first)", ownLists)
+	}
+	cmPath := "/api/v1/namespaces/" + testNS + "/configmaps/" + cmName
+	checkAttached(t, "ConfigMap", api.objects[cmPath].(metav1.Object).GetOwnerReferences(), otherOwner())
 
 	for _, op := range []struct {
 		name string
