@@ -50,12 +50,6 @@ var busyInstalls = []string{installController, installStepOnly}
 // default 10).
 func busySteps() int { return envInt("CMA_BENCH_BUSY_STEPS", 10) }
 
-// busyRuns is how many invocations of BenchmarkStepBusy measure ($CMA_BENCH_BUSY_RUNS, default
-// 1): the namespaces are made per invocation, and under -count 3 the later ones are skipped.
-func busyRuns() int { return envInt("CMA_BENCH_BUSY_RUNS", 1) }
-
-var busyInvocations int
-
 // envInt is a positive integer from the environment, or def.
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -89,11 +83,10 @@ func busyRSSLeafName(install string) string { return "StepBusy/rss/install=" + i
 // (apiserver_response_sizes_sum over busyBytesSteps steps, /metrics deltas) and its 429s
 // during the leaf. The rss leaves start fresh plugin processes: busyConcurrent steps at once
 // in the 5,000-Pod namespace (three rounds) against sequential steps in the quiet one (VmHWM).
+//
+// It measures once per run ($CMA_BENCH_BUSY_RUNS, default 1; the namespaces are made per
+// invocation).
 func BenchmarkStepBusy(b *testing.B) {
-	busyInvocations++
-	if busyInvocations > busyRuns() {
-		b.Skipf("the busy namespaces are measured %d time(s) per run (CMA_BENCH_BUSY_RUNS)", busyRuns())
-	}
 	e := newEnv(b)
 	id := e.controllerIdentity(b)
 	e.grantFormulaReads(b)
@@ -158,6 +151,7 @@ func BenchmarkStepBusy(b *testing.B) {
 				}
 				warmUp(b, ev, set, variants)
 				b.Run(strings.TrimPrefix(name, "StepBusy/"), func(b *testing.B) {
+					limitRuns(b, "CMA_BENCH_BUSY_RUNS", 1)
 					countOne := func(step func() error) map[string]int {
 						ev.resetOwners(b, objs)
 						time.Sleep(20 * time.Millisecond)
@@ -200,6 +194,7 @@ func BenchmarkStepBusy(b *testing.B) {
 	}
 	for _, install := range busyInstalls {
 		b.Run(strings.TrimPrefix(busyRSSLeafName(install), "StepBusy/"), func(b *testing.B) {
+			limitRuns(b, "CMA_BENCH_BUSY_RUNS", 1)
 			e.busyRSS(b, id, leases[install], e.in(nss[0]), e.in(nss[busyPodCounts[len(busyPodCounts)-1]]))
 		})
 	}

@@ -273,8 +273,8 @@ func renderReport(r, race *results, doc, chart string) string {
 	w.p("  CMA_BENCH_DOC=%s CMA_BENCH_CHART=%s go test ./test/bench/ -run '^$' -count 1", relRoot(doc), relRoot(chart))
 	w.p("```")
 	w.p("")
-	w.p("`-benchtime 1x`: each benchmark leaf runs once per `-count`, and times a fixed number of steps itself (latency: %s steps for %s objects; request counts: %d; command line: %d runs; memory: %s steps; concurrency: one pass over %s Rollouts), because most of the untimed work between steps (clearing owner references, checks, pacing) would be repeated by the framework's b.N ramp. `ns/op` is the mean per step (per pass step for throughput figures). `go test ./...` without `-bench` starts nothing here. Smaller runs for development: `CMA_BENCH_MEMORY_STEPS=1500 CMA_BENCH_ROLLOUTS=60`.",
-		stepsList(), sizesList(), requestSteps, cliRuns, memSteps(memLeaf), f1(r.metric("Concurrent/callers=10/inprocess", "steps")))
+	w.p("`-benchtime 1x`: each benchmark leaf runs once per `-count` (the memory, concurrency and busy-namespace leaves once per run: each is hundreds of steps or a per-process figure already; `CMA_BENCH_MEMORY_RUNS`, `CMA_BENCH_CONCURRENT_RUNS`, `CMA_BENCH_BUSY_RUNS` raise it), and times a fixed number of steps itself (latency: %s steps for %s objects; busy namespace: %s per variant; request counts: %d; command line: %d runs; memory: %s steps; concurrency: one pass over %s Rollouts), because most of the untimed work between steps (clearing owner references, checks, pacing) would be repeated by the framework's b.N ramp. `ns/op` is the mean per step (per pass step for throughput figures). `go test ./...` without `-bench` starts nothing here. Smaller runs for development: `CMA_BENCH_MEMORY_STEPS=1500 CMA_BENCH_ROLLOUTS=60 CMA_BENCH_BUSY_STEPS=3`; `make bench BENCH_RUN=StepBusy BENCH_COUNT=1` runs only the busy-namespace leaves (no report written). The controller mode's benchmarks are not part of `make bench` (docs/controller.md).",
+		stepsList(), sizesList(), f1(r.metric(busyLeafName(busyPodCounts[0], installController, busyObjectCounts[0]), "steps")), requestSteps, cliRuns, memSteps(memLeaf), f1(r.metric("Concurrent/callers=10/inprocess", "steps")))
 	w.p("")
 
 	renderLatency(&w, r, sizes, chart, doc)
@@ -498,7 +498,7 @@ func verdict(got, want float64) string {
 func renderMemory(w *mdWriter, r *results, leaf string) {
 	w.p("## 3. Plugin process memory")
 	w.p("")
-	w.p("VmRSS of the plugin child process (`/proc/<pid>/status`; the pid from go-plugin's `ReattachConfig().Pid`), started as the controller starts it with `--qps 1000 --burst 1000` added (10,000 steps of about 10 requests each, the users' reads included, would take over half an hour at the default 50 QPS; the limits do not change what the process keeps). Idle is 2 s after `InitPlugin`, before any step. Steps: 1 object each, through the RPC boundary, 10 callers over 10 Rollouts (the first step of each Rollout attaches, the rest change nothing but still read the namespace's users, patch and record an Event). One fresh process per `-count`; values are per process.")
+	w.p("VmRSS of the plugin child process (`/proc/<pid>/status`; the pid from go-plugin's `ReattachConfig().Pid`), started as the controller starts it with `--qps 1000 --burst 1000` added (10,000 steps of about 10 requests each, the users' reads included, would take over half an hour at the default 50 QPS; the limits do not change what the process keeps). Idle is 2 s after `InitPlugin`, before any step. Steps: 1 object each, through the RPC boundary, 10 callers over 10 Rollouts (the first step of each Rollout attaches, the rest change nothing but still read the namespace's users, patch and record an Event). One fresh process per run (`CMA_BENCH_MEMORY_RUNS`, default 1); values are per process.")
 	w.p("")
 	w.table([]string{"figure", "per process", "unit"}, [][]string{
 		{"RSS idle after InitPlugin", values(r.metricValues(leaf, "rss-idle-MiB")), "MiB"},
@@ -548,7 +548,7 @@ func renderConcurrency(w *mdWriter, r *results, race *results) {
 			f1(race.metric(name, "p99-ms")), f1(race.metric(name, "max-ms")), f1(sum(race.metricValues(name, "errors"))), f1(sum(race.metricValues(name, "steps")))})
 	}
 	w.table([]string{"callers", "variant", "what", "steps/s", "p50 ms", "p99 ms", "max ms", "errors", "steps"}, rows)
-	w.p("Figures are medians over the `-count` passes; errors and steps are totals. Race detector: %s. The `-race` row comes from its own `go test -race` run on its own control plane, before the main run, so its timings are not comparable with the rows above (its slower callers also queue differently behind the apiserver's 100 ms progress-request cadence, see below).", raceVerdict(race))
+	w.p("Figures are medians over the passes (one per run unless `CMA_BENCH_CONCURRENT_RUNS` says more); errors and steps are totals. Race detector: %s. The `-race` row comes from its own `go test -race` run on its own control plane, before the main run, so its timings are not comparable with the rows above (its slower callers also queue differently behind the apiserver's 100 ms progress-request cadence, see below).", raceVerdict(race))
 	w.p("")
 }
 
