@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,14 +244,23 @@ func (e *env) busyRSS(b *testing.B, id *rest.Config, lease plugin.LeaseRef, quie
 			sets, objs := mkSets(side.ev, "m")
 			side.ev.resetOwners(b, objs)
 			proc := startPlugin(b, plugin.DefaultQPS, plugin.DefaultBurst, args...)
+			// A step that fails (a list past its deadline under ten at once) is counted, not
+			// fatal: the peak it reached is the figure, and the failures are part of it.
+			var failed atomic.Int64
 			lat, err := callers(side.k, 3*len(sets), func(i int) error {
 				s := sets[i%len(sets)]
-				return checkResult(proc.step.Run(s.ro, stepContext(s)))
+				err := checkResult(proc.step.Run(s.ro, stepContext(s)))
+				if err != nil {
+					failed.Add(1)
+				}
+				return err
 			})
 			if err != nil {
-				b.Fatal(err)
+				rec.Notes = append(rec.Notes, fmt.Sprintf("%s: %d of %d steps failed, first: %v", side.name, failed.Load(), len(lat), err))
+			} else {
+				side.ev.verifyOwned(b, sets...)
 			}
-			side.ev.verifyOwned(b, sets...)
+			rec.metric(b, side.name+"-errors", float64(failed.Load()))
 			rec.metric(b, side.name+"-hwm-MiB", mib(mustRSS(b, proc.pid, "VmHWM")))
 			rec.metric(b, side.name+"-rss-MiB", mib(mustRSS(b, proc.pid, "VmRSS")))
 			var ms []float64

@@ -7,11 +7,13 @@ import (
 
 // busyFixture plants figures into synthetic busy leaves: slow multiplies the plugin's p50 at
 // the largest Pod count (1.1 when zero), rssDelta is the concurrent peak over the quiet one
-// (4 MiB when zero), extraRequests is added at the largest Pod count.
+// (4 MiB when zero), extraRequests is added at the largest Pod count, failedSteps is how many
+// of the concurrent steps failed.
 type busyFixture struct {
 	slow          float64
 	rssDelta      float64
 	extraRequests int
+	failedSteps   float64
 }
 
 // addBusyFixture adds BenchmarkStepBusy's leaves to r: plugin p50 20 ms in the quiet
@@ -46,7 +48,8 @@ func addBusyFixture(r *results, f busyFixture) {
 	}
 	for _, install := range busyInstalls {
 		r.Benchmarks[busyRSSLeafName(install)] = append(r.Benchmarks[busyRSSLeafName(install)], &record{Metrics: map[string]float64{
-			"quiet-sequential-hwm-MiB": 35, "busy-concurrent-hwm-MiB": 35 + f.rssDelta, "quiet-sequential-p50-ms": 40, "busy-concurrent-p50-ms": 90}})
+			"quiet-sequential-hwm-MiB": 35, "busy-concurrent-hwm-MiB": 35 + f.rssDelta, "quiet-sequential-p50-ms": 40, "busy-concurrent-p50-ms": 90,
+			"busy-concurrent-errors": f.failedSteps}})
 	}
 }
 
@@ -60,8 +63,8 @@ func verdicts(r *results) map[string]string {
 }
 
 // TestBusyGoals: every goal met on good figures; each planted fault (a slow step-only step at
-// 5,000 Pods, a controller-install step 1.5× the quiet one, 12 MiB more peak RSS, one request
-// more at 5,000 Pods) says missed exactly where planted.
+// 5,000 Pods, a controller-install step 1.5× the quiet one, 12 MiB more peak RSS, failed
+// concurrent steps, one request more at 5,000 Pods) says missed exactly where planted.
 func TestBusyGoals(t *testing.T) {
 	good := newRunResults()
 	addBusyFixture(good, busyFixture{})
@@ -86,6 +89,8 @@ func TestBusyGoals(t *testing.T) {
 			"step p50, 5000 Pods ÷ quiet (0 Pods), step-only, 10 object(s)"},
 		{"12 MiB more peak", busyFixture{rssDelta: 12}, 2,
 			"plugin peak RSS (VmHWM), 10 concurrent steps at 5000 Pods vs sequential quiet steps, step-only"},
+		{"2 of the concurrent steps failed", busyFixture{failedSteps: 2}, 2,
+			"plugin peak RSS (VmHWM), 10 concurrent steps at 5000 Pods vs sequential quiet steps, controller"},
 		{"a request more at 5,000 Pods", busyFixture{extraRequests: 1}, 4,
 			"requests per step apart from pages at 0 / 1000 / 5000 Pods, controller, 10 object(s)"},
 	} {
