@@ -12,8 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -330,22 +328,20 @@ func (e *env) busyWorkflow(ctx context.Context, ns, app string) ([]*corev1.Pod, 
 // served.
 func (e *env) installWorkflowCRD(b *testing.B, ctx context.Context) {
 	b.Helper()
-	cs, err := apiextclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	crd := &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "workflows.bench.example"},
-		Spec: apiextv1.CustomResourceDefinitionSpec{Group: "bench.example", Scope: apiextv1.NamespaceScoped,
-			Names: apiextv1.CustomResourceDefinitionNames{Plural: "workflows", Singular: "workflow", Kind: "Workflow", ListKind: "WorkflowList"},
-			Versions: []apiextv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}}}}},
-	}
-	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
 	dc, err := dynamic.NewForConfig(e.c.AdminConfig)
 	if err != nil {
+		b.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "workflows.bench.example"},
+		"spec": map[string]any{"group": "bench.example", "scope": "Namespaced",
+			"names": map[string]any{"plural": "workflows", "singular": "workflow", "kind": "Workflow", "listKind": "WorkflowList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+	}}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dc.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
 	for {

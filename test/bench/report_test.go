@@ -435,14 +435,6 @@ func renderLatency(w *mdWriter, r *results, sizes []int, chart, doc string) {
 	w.p("")
 }
 
-func floorRequestBreakdown(r *results, name string) string {
-	recs := r.leaf(name)
-	if len(recs) == 0 {
-		return "—"
-	}
-	return breakdown(recs[len(recs)-1].FloorRequests)
-}
-
 func renderRequests(w *mdWriter, r *results, sizes []int) {
 	w.p("## 2. API requests per step")
 	w.p("")
