@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	hclog "github.com/hashicorp/go-hclog"
 	"testing"
 	"time"
 
@@ -243,37 +247,104 @@ func (e *env) busyRSS(b *testing.B, id *rest.Config, lease plugin.LeaseRef, quie
 		}{{"quiet-sequential", quiet, 1}, {"busy-concurrent", busy, busyConcurrent}} {
 			sets, objs := mkSets(side.ev, "m")
 			side.ev.resetOwners(b, objs)
-			proc := startPlugin(b, plugin.DefaultQPS, plugin.DefaultBurst, args...)
-			// A step that fails (a list past its deadline under ten at once) is counted, not
-			// fatal: the peak it reached is the figure, and the failures are part of it.
-			var failed atomic.Int64
-			lat, err := callers(side.k, 3*len(sets), func(i int) error {
-				s := sets[i%len(sets)]
-				err := checkResult(proc.step.Run(s.ro, stepContext(s)))
-				if err != nil {
-					failed.Add(1)
-				}
-				return err
-			})
-			if err != nil {
-				rec.Notes = append(rec.Notes, fmt.Sprintf("%s: %d of %d steps failed, first: %v", side.name, failed.Load(), len(lat), err))
-			} else {
-				side.ev.verifyOwned(b, sets...)
-			}
-			rec.metric(b, side.name+"-errors", float64(failed.Load()))
-			rec.metric(b, side.name+"-hwm-MiB", mib(mustRSS(b, proc.pid, "VmHWM")))
-			rec.metric(b, side.name+"-rss-MiB", mib(mustRSS(b, proc.pid, "VmRSS")))
-			var ms []float64
-			for _, d := range lat {
-				ms = append(ms, float64(d)/float64(time.Millisecond))
-			}
-			rec.metric(b, side.name+"-p50-ms", summarize(ms).P50)
-			proc.client.Kill()
+			e.rssSide(b, rec, side.name, side.ev, side.k, sets, args)
 		}
 		b.StartTimer()
 	}
 	rec.metric(b, "pods", float64(busyPodCounts[len(busyPodCounts)-1]))
 	run.add(b, rec)
+}
+
+// rssSide steps every set 3 times, k at a time, through a fresh plugin process and records the
+// process's peak RSS (VmHWM, sampled every 20 ms while it runs, so that a process that dies
+// still has its peak), the steps' p50, how many failed, and whether the process exited (with
+// the last lines it logged).
+func (e *env) rssSide(b *testing.B, rec *record, name string, ev *env, k int, sets []*objectSet, args []string) {
+	b.Helper()
+	log := &syncBuffer{}
+	c, step := cluster.StartStepPlugin(b, exec.Command(stepBin, args...),
+		hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: log, Level: hclog.Debug}))
+	pid := c.ReattachConfig().Pid
+	if rerr := step.InitPlugin(); rerr.HasError() {
+		b.Fatalf("InitPlugin: %v", rerr)
+	}
+	var hwm atomic.Int64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if kb, err := rssKiB(pid, "VmHWM"); err == nil && kb > hwm.Load() {
+				hwm.Store(kb)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	// A step that fails (a list past its deadline under ten at once) is counted, not fatal:
+	// the peak it reached is the figure, and the failures are part of it.
+	var failed atomic.Int64
+	lat, err := callers(k, 3*len(sets), func(i int) error {
+		s := sets[i%len(sets)]
+		err := checkResult(step.Run(s.ro, stepContext(s)))
+		if err != nil {
+			failed.Add(1)
+		}
+		return err
+	})
+	if kb, err := rssKiB(pid, "VmHWM"); err == nil && kb > hwm.Load() {
+		hwm.Store(kb)
+	}
+	close(stop)
+	<-sampled
+	exited := c.Exited()
+	switch {
+	case exited:
+		rec.Notes = append(rec.Notes, fmt.Sprintf("%s: the plugin process exited during the steps (%d of %d failed); its last lines: %s",
+			name, failed.Load(), len(lat), log.tail(6)))
+	case err != nil:
+		rec.Notes = append(rec.Notes, fmt.Sprintf("%s: %d of %d steps failed, first: %v", name, failed.Load(), len(lat), err))
+	default:
+		ev.verifyOwned(b, sets...)
+	}
+	rec.metric(b, name+"-hwm-MiB", mib(hwm.Load()))
+	rec.metric(b, name+"-errors", float64(failed.Load()))
+	rec.metric(b, name+"-exited", map[bool]float64{true: 1}[exited])
+	var ms []float64
+	for _, d := range lat {
+		ms = append(ms, float64(d)/float64(time.Millisecond))
+	}
+	rec.metric(b, name+"-p50-ms", summarize(ms).P50)
+	c.Kill()
+}
+
+// syncBuffer collects a plugin's log lines (go-plugin relays its stderr) for a note.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, p...)
+	if len(s.buf) > 1<<20 {
+		s.buf = s.buf[len(s.buf)-1<<19:]
+	}
+	return len(p), nil
+}
+
+// tail is the last n lines, joined with " | ".
+func (s *syncBuffer) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(s.buf)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 // apiserverMetrics reads kube-apiserver's /metrics as admin.

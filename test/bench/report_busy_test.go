@@ -91,10 +91,14 @@ func busyGoals(r *results) []busyGoal {
 		name := busyRSSLeafName(install)
 		q, b := r.metric(name, "quiet-sequential-hwm-MiB"), r.metric(name, "busy-concurrent-hwm-MiB")
 		// A peak reached by steps that failed is no peak of the steps' work: failures miss it.
-		failed := r.metric(name, "busy-concurrent-errors")
+		failed, exited := r.metric(name, "busy-concurrent-errors"), r.metric(name, "busy-concurrent-exited")
 		got := fmt.Sprintf("%s vs %s MiB (%+.1f)", f1(b), f1(q), b-q)
 		if failed > 0 {
 			got += fmt.Sprintf(", %s steps failed", f1(failed))
+		}
+		if exited > 0 {
+			got += ", the plugin process exited"
+			failed = math.Max(failed, 1)
 		}
 		out = append(out, busyGoal{What: fmt.Sprintf("plugin peak RSS (VmHWM), %d concurrent steps at %d Pods vs sequential quiet steps, %s", busyConcurrent, big, install),
 			Got: got, Limit: fmt.Sprintf("≤ quiet + %d MiB, no step failed", busyGoalRSSMiB),
@@ -193,14 +197,14 @@ func renderBusyPods(w *mdWriter, r *results) {
 	for _, install := range busyInstalls {
 		name := busyRSSLeafName(install)
 		rows = append(rows, []string{install, f1(r.metric(name, "quiet-sequential-hwm-MiB")), f1(r.metric(name, "quiet-sequential-p50-ms")),
-			f1(r.metric(name, "busy-concurrent-hwm-MiB")), f1(r.metric(name, "busy-concurrent-p50-ms")), f1(r.metric(name, "busy-concurrent-errors"))})
+			f1(r.metric(name, "busy-concurrent-hwm-MiB")), f1(r.metric(name, "busy-concurrent-p50-ms")), f1(r.metric(name, "busy-concurrent-errors")), f1(r.metric(name, "busy-concurrent-exited"))})
 		for _, rec := range r.leaf(name) {
 			notes = append(notes, rec.Notes...)
 		}
 	}
-	w.p("Plugin memory: a fresh process per column, default args; %d Rollouts of 1 object stepped 3 times each: one at a time in the quiet namespace, %d at once (as the controller's workers) in the %d-Pod one.", busyConcurrent, busyConcurrent, busyPodCounts[len(busyPodCounts)-1])
+	w.p("Plugin memory: a fresh process per column, default args, its VmHWM sampled every 20 ms while the steps run; %d Rollouts of 1 object stepped 3 times each: one at a time in the quiet namespace, %d at once (as the controller's workers) in the %d-Pod one.", busyConcurrent, busyConcurrent, busyPodCounts[len(busyPodCounts)-1])
 	w.p("")
-	w.table([]string{"install", "quiet, sequential: VmHWM MiB", "p50 ms", "busy, concurrent: VmHWM MiB", "p50 ms", "failed steps"}, rows)
+	w.table([]string{"install", "quiet, sequential: VmHWM MiB", "p50 ms", "busy, concurrent: VmHWM MiB", "p50 ms", "failed steps", "process exited"}, rows)
 	for _, n := range notes {
 		w.p("- %s", n)
 	}

@@ -14,6 +14,7 @@ type busyFixture struct {
 	rssDelta      float64
 	extraRequests int
 	failedSteps   float64
+	exited        bool
 }
 
 // addBusyFixture adds BenchmarkStepBusy's leaves to r: plugin p50 20 ms in the quiet
@@ -49,7 +50,7 @@ func addBusyFixture(r *results, f busyFixture) {
 	for _, install := range busyInstalls {
 		r.Benchmarks[busyRSSLeafName(install)] = append(r.Benchmarks[busyRSSLeafName(install)], &record{Metrics: map[string]float64{
 			"quiet-sequential-hwm-MiB": 35, "busy-concurrent-hwm-MiB": 35 + f.rssDelta, "quiet-sequential-p50-ms": 40, "busy-concurrent-p50-ms": 90,
-			"busy-concurrent-errors": f.failedSteps}})
+			"busy-concurrent-errors": f.failedSteps, "busy-concurrent-exited": map[bool]float64{true: 1}[f.exited]}})
 	}
 }
 
@@ -91,6 +92,8 @@ func TestBusyGoals(t *testing.T) {
 			"plugin peak RSS (VmHWM), 10 concurrent steps at 5000 Pods vs sequential quiet steps, step-only"},
 		{"2 of the concurrent steps failed", busyFixture{failedSteps: 2}, 2,
 			"plugin peak RSS (VmHWM), 10 concurrent steps at 5000 Pods vs sequential quiet steps, controller"},
+		{"the plugin process died", busyFixture{exited: true}, 2,
+			"plugin peak RSS (VmHWM), 10 concurrent steps at 5000 Pods vs sequential quiet steps, step-only"},
 		{"a request more at 5,000 Pods", busyFixture{extraRequests: 1}, 4,
 			"requests per step apart from pages at 0 / 1000 / 5000 Pods, controller, 10 object(s)"},
 	} {
