@@ -45,6 +45,8 @@ func concurrencyRollouts() int {
 // client-go (the reads of the namespace's users as floorUsers sends them, the patches 8 at a
 // time, one Event), with the lists consistent (resourceVersion "", as the plugin lists) or
 // served from the watch cache as is (resourceVersion "0"). callers=1 steps the first 100 Rollouts back to back from one caller.
+//
+// One pass per run ($CMA_BENCH_CONCURRENT_RUNS, default 1): each leaf's pass is 500 steps.
 func BenchmarkConcurrent(b *testing.B) {
 	e := newEnv(b)
 	id := e.controllerIdentity(b)
@@ -88,6 +90,7 @@ func BenchmarkConcurrent(b *testing.B) {
 				continue
 			}
 			b.Run(fmt.Sprintf("callers=%d/%s", c.callers, l.name), func(b *testing.B) {
+				limitRuns(b, "CMA_BENCH_CONCURRENT_RUNS", 1)
 				var step func(s *objectSet) error
 				var bucket *tokenBucket
 				switch {

@@ -87,6 +87,20 @@ func sharedCluster(b *testing.B) *cluster.Cluster {
 	return cluster.Require(b, shared, sharedErr)
 }
 
+// invocations counts each benchmark's invocations in this run (one per -count).
+var invocations = map[string]int{}
+
+// limitRuns skips b's invocations beyond $env (default def): a benchmark whose one invocation
+// already holds hundreds of samples, or whose figures are per process, need not repeat under
+// make bench's -count 3, which is for the short latency leaves.
+func limitRuns(b *testing.B, env string, def int) {
+	b.Helper()
+	invocations[b.Name()]++
+	if n := envInt(env, def); invocations[b.Name()] > n {
+		b.Skipf("measured %d time(s) per run (%s)", n, env)
+	}
+}
+
 // repoRoot is the module root.
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)

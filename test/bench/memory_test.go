@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,10 +12,7 @@ import (
 // memorySteps is how many steps the memory benchmark runs per plugin process
 // ($CMA_BENCH_MEMORY_STEPS, default 10,000); RSS is read after 1,000 and after the last.
 func memorySteps() int {
-	if n, err := strconv.Atoi(os.Getenv("CMA_BENCH_MEMORY_STEPS")); err == nil && n > 0 {
-		return n
-	}
-	return 10000
+	return envInt("CMA_BENCH_MEMORY_STEPS", 10000)
 }
 
 // memoryQPS are the plugin args of the memory benchmark: 10,000 steps of about 10 requests
@@ -35,6 +31,8 @@ const memoryCallers = 10
 // after 10,000 steps (1 object each, through the RPC boundary, 10 callers over 10 Rollouts;
 // the first step of each Rollout attaches, the rest change nothing), its peak (VmHWM), and
 // the binary's size. Each invocation starts a fresh process; ns/op is wall time per step.
+//
+// One process per run ($CMA_BENCH_MEMORY_RUNS, default 1): 10,000 steps are its own repetition.
 func BenchmarkPluginMemory(b *testing.B) {
 	e := newEnv(b)
 	id := e.controllerIdentity(b)
@@ -47,6 +45,7 @@ func BenchmarkPluginMemory(b *testing.B) {
 	args := append(e.kubeconfigArgs(b, id), memoryQPS...)
 	total := memorySteps()
 	b.Run(fmt.Sprintf("steps=%d", total), func(b *testing.B) {
+		limitRuns(b, "CMA_BENCH_MEMORY_RUNS", 1)
 		rec := &record{Metrics: map[string]float64{}}
 		var all []time.Duration
 		var wall time.Duration

@@ -53,23 +53,13 @@ func TestReportRenders(t *testing.T) {
 			}
 			add(latLeaf(l.objects, mode), rec)
 		}
-		busy := &record{Variants: map[string][]float64{}, Metrics: map[string]float64{
-			"requests/op": float64(l.objects + 9), "list-requests/op": 8, "floor-users-requests/op": float64(l.objects + 8),
-			vFloorUsers + "-allocs/op": 20000, vFloorUsers + "-B/op": 4 << 20, vInProc + "-allocs/op": 23000, vInProc + "-B/op": 5 << 20,
-			"plugin-rss-MiB": 53, "plugin-hwm-MiB": 54},
-			Requests:      map[string]int{"list replicasets": 1, "list deployments": 1, "patch configmaps": l.objects, "create events": 1},
-			FloorRequests: map[string]int{"list replicasets": 1, "list deployments": 1, "patch configmaps": l.objects}}
-		for i, v := range []string{vFloor, vFloorUsers, vInProc, vPluginRPC} {
-			base := float64(l.objects) + 15 + float64(i)
-			busy.Variants[v] = []float64{base, base + 1, base + 2}
-		}
-		add(busyLeaf(l.objects), busy)
 		for _, mode := range []string{modeFresh, "repeat"} {
 			add(fmt.Sprintf("APIRequests/explicit/objects=%d/%s", l.objects, mode), &record{
 				Metrics:  map[string]float64{"requests/op": float64(l.objects + 2)},
 				Requests: map[string]int{"list replicasets": 1, "patch configmaps": l.objects, "create events": 1}})
 		}
 	}
+	addBusyFixture(r, busyFixture{})
 	add("PluginMemory/steps=10000", &record{Metrics: map[string]float64{"rss-idle-MiB": 40, "rss-1k-MiB": 50, "rss-end-MiB": 50.5, "hwm-MiB": 52}})
 	add("Concurrent/callers=10/rpc-default-args", &record{Metrics: map[string]float64{"steps/s": 14, "p50-ms": 600, "p99-ms": 900, "errors": 0, "steps": 500}})
 	add("CommandLine/objects=10/fresh/binary", &record{SamplesMs: []float64{100, 110}, Notes: []string{"event refused"}})
@@ -92,10 +82,10 @@ func TestReportRenders(t *testing.T) {
 		"## 3. Plugin process memory", "## 4. Concurrency", "## 5. Command-line mode", "## What the figures mean",
 		"Test CPU", "![step latency p50 by object count](chart.svg)", "-bench . -benchtime 1x -count 3",
 		"clean: no data race, 500 steps", "**missed**", "### The 1.3× goal", "Observed on stderr: event refused",
-		"| explicit, 10 object(s), fresh | 12 |", "## 1b. Step latency in a namespace with 200 other ReplicaSets",
-		"| the same, namespace with 200 other ReplicaSets, 10 object(s) (p50) | 29 ms | 26 ms | 1.12× | 27 ms | 1.07× | met |",
-		"| 10 | 19 | 1 create events, 1 list deployments, 1 list replicasets, 10 patch configmaps | 18 | 1 list deployments, 1 list replicasets, 10 patch configmaps |",
-		"| 1 | 20000 | 4096 | 23000 | 5120 | 3000 | 1024 | 53 | 54 |",
+		"| explicit, 10 object(s), fresh | 12 |", "## 1b. The step in a busy namespace",
+		"| 5000 | step-only | 10 | 10 | 20 | 22 | 1.10× | 1.10× | 28 (10) | 27 (10) | 2000 | 0 |",
+		"| step p50, 5000 Pods ÷ quiet (0 Pods), controller, 1 object(s) | 1.10× | ≤ 1.3× | met |",
+		"| 5000 | controller | 1 create events, 1 get leases, 10 list-page pods",
 		"(goal ≤ 1.3× of floor+users)", "11 (1 users' lists + 10 patches)",
 	} {
 		if !strings.Contains(md, want) {

@@ -31,6 +31,8 @@ type record struct {
 	Requests map[string]int `json:"requests,omitempty"`
 	// FloorRequests are the API requests of one step of the floor with the users' reads.
 	FloorRequests map[string]int `json:"floorRequests,omitempty"`
+	// Bytes are kube-apiserver's response bytes per step by "verb resource".
+	Bytes map[string]float64 `json:"apiserverBytes,omitempty"`
 	// Notes are remarks worth a line in the report.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -60,6 +60,8 @@ func sampleBinary() (string, error) {
 // objects), its binary size, and its Run round trip: sequential calls, one at a time, with the
 // same Rollout object as ours carries. The sample's Run does no I/O (it draws a number and
 // completes): the round trip is the go-plugin RPC alone, gob encoding of the Rollout included.
+//
+// Once per run, as BenchmarkPluginMemory ($CMA_BENCH_MEMORY_RUNS).
 func BenchmarkSamplePlugin(b *testing.B) {
 	bin, err := sampleBinary()
 	if err != nil {
@@ -78,6 +80,7 @@ func BenchmarkSamplePlugin(b *testing.B) {
 	stepCtx := &types.RpcStepContext{PluginName: "argoproj-labs/sample", Config: cfg}
 	total := memorySteps()
 	b.Run(fmt.Sprintf("steps=%d", total), func(b *testing.B) {
+		limitRuns(b, "CMA_BENCH_MEMORY_RUNS", 1)
 		rec := &record{Metrics: map[string]float64{}}
 		var rt []time.Duration
 		for b.Loop() {

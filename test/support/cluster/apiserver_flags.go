@@ -58,3 +58,27 @@ func (c *Cluster) RestartControllerManager() error {
 	}
 	return c.writePIDs()
 }
+
+// StopControllerManager stops kube-controller-manager (SIGTERM, SIGKILL after 3 s) until
+// StartControllerManager: a benchmark that creates Pods directly (no kubelet) stops it while it
+// creates a ReplicaSet's Pods, so that the replicaset-controller, which would create the
+// ReplicaSet's replicas itself and then delete the surplus, finds the count already matching.
+func (c *Cluster) StopControllerManager() error {
+	if c == nil || c.kcm == nil {
+		return errors.New("no kube-controller-manager")
+	}
+	c.kcm.stop(kcmGrace)
+	return nil
+}
+
+// StartControllerManager starts kube-controller-manager again after StopControllerManager,
+// with the same flags.
+func (c *Cluster) StartControllerManager() error {
+	if c == nil || c.kcm == nil {
+		return errors.New("no kube-controller-manager")
+	}
+	if err := c.kcm.start(); err != nil {
+		return err
+	}
+	return c.writePIDs()
+}
