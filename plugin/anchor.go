@@ -33,6 +33,10 @@ import (
 // object configmap-attacher creates or deletes, and it is labelled AnchorLabel; AnchorVerdict is
 // the one rule by which the controller deletes one (at uninstall, plugin/cleanup deletes the
 // rest: nothing else would).
+//
+// A crowd anchor (CrowdAnchor) is the same kind of object standing for one ConfigMap's or
+// Secret's many Jobs and bare Pods instead of a workload: past MaxUserOwners they own the
+// object through it, so that its owner list stays bounded.
 
 const (
 	// AnchorLabel marks the anchors configmap-attacher created (value "true"): the controller

@@ -356,7 +356,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 		rows = append(rows, []string{fmt.Sprintf("controller RSS at %d ReplicaSets (steady, after the churn)", scaleGoalAt), fmt.Sprintf("%.1f MiB (of which %.1f MiB the binary's mapped pages)", p.m["rss-MiB"], p.m["rss-file-MiB"]), fmt.Sprintf("≤ %.0f MiB", scaleRSSGoalMiB), goalVerdict(p.m["rss-MiB"] <= scaleRSSGoalMiB)})
 		rows = append(rows, []string{fmt.Sprintf("reaction p99 at %d ReplicaSets under churn", scaleGoalAt), fmt.Sprintf("%.1f ms (p50 %.1f ms, %d rolls)", p.m["reaction-p99-ms"], p.m["reaction-p50-ms"], len(p.samples)), fmt.Sprintf("≤ %.0f ms", scaleReactionGoalMs), goalVerdict(p.m["reaction-p99-ms"] <= scaleReactionGoalMs)})
 	}
-	rows = append(rows, []string{fmt.Sprintf("the model (fitted on %s%s) predicts %s%s", intsList(md.Fit), kindFits(md), f1(float64(md.Check)), kindsNote(last.m)), fmt.Sprintf("predicted %.1f MiB, measured %.1f MiB: %s", pred, last.m["rss-MiB"], pct(last.m["rss-MiB"], pred)), fmt.Sprintf("within %.0f %%", scaleModelTolerance*100), goalVerdict(math.Abs(last.m["rss-MiB"]-pred)/pred <= scaleModelTolerance)})
+	rows = append(rows, []string{fmt.Sprintf("the model (fitted on %s%s) predicts %s%s", intsList(md.Fit), kindFits(md, last.m), f1(float64(md.Check)), kindsNote(last.m)), fmt.Sprintf("predicted %.1f MiB, measured %.1f MiB: %s", pred, last.m["rss-MiB"], pct(last.m["rss-MiB"], pred)), fmt.Sprintf("within %.0f %%", scaleModelTolerance*100), goalVerdict(math.Abs(last.m["rss-MiB"]-pred)/pred <= scaleModelTolerance)})
 	if cr, ok := md.PerKindKiB["revisions"]; ok {
 		rows = append(rows, []string{"a ControllerRevision costs no more than a ReplicaSet (each with its 2 opted-in objects)", fmt.Sprintf("%.2f KiB against %.2f KiB", cr, md.PerRSKiB), "≤", goalVerdict(cr <= md.PerRSKiB)})
 	}
@@ -524,11 +524,11 @@ func kindsNote(m map[string]float64) string {
 	return out
 }
 
-// kindFits names where the kinds' costs come from, for the goal row.
-func kindFits(md scaleModel) string {
+// kindFits names where the costs of the kinds a point has come from, for the goal row.
+func kindFits(md scaleModel, m map[string]float64) string {
 	var out []string
 	for _, k := range userKinds {
-		if at, ok := md.KindFit[k]; ok {
+		if at, ok := md.KindFit[k]; ok && m[k] > 0 {
 			out = append(out, at)
 		}
 	}
