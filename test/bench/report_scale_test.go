@@ -478,7 +478,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 		rows = append(rows, []string{fmt.Sprintf("%d Mi", l), fmt.Sprintf("%.0f", md.maxReplicaSets(float64(l)))})
 	}
 	w.table([]string{"memory limit", "ReplicaSets per install (peak within the limit)"}, rows)
-	w.p("The other quantity that grows is the sync time of a restart or failover (the standby is synced already; only a restart of every replica pays it), %.1f s at %s ReplicaSets here. The apiserver's cost of a controller is one list and one watch per resource per scope, and per roll a handful of requests, whichever install sends them: splitting does not reduce it (and `-namespaces` with many entries opens a watch per namespace and resource; prefer few installs of many namespaces each over one namespace each).", last.m["sync-s"], f1(last.rs))
+	w.p("The other quantity that grows is the sync time of a restart or failover (the standby is synced already; only a restart of every replica pays it), %.1f s at %s ReplicaSets here. The apiserver's cost of a controller is one list and one watch per resource per scope, and per roll a handful of requests, whichever install sends them: splitting does not reduce it (and `-n`/`--namespace` with many entries opens a watch per namespace and resource; prefer few installs of many namespaces each over one namespace each).", last.m["sync-s"], f1(last.rs))
 	w.p("")
 
 	// Reproduce.
