@@ -150,7 +150,7 @@ func TestPodsNoKnownControllerStandsForBlock(t *testing.T) {
 			objs := []runtime.Object{cur, fixtures.ConfigMap("shared"), tc.user,
 				pod("rs-pod", rsRef, cur.Labels, "shared"), pod("job-pod", jobRef, nil, "other")}
 			if tc.many {
-				for i := 0; i < 9; i++ {
+				for i := 0; i < 64; i++ { // manyPods (64) + the user: one list
 					objs = append(objs, pod(fmt.Sprintf("wf-%d", i+10), wfRef, nil, "other"))
 				}
 			}
