@@ -38,9 +38,12 @@ check: lint
 	go run ./hack/docs -check
 
 ## test: every test: unit, RPC, binary, and the real control plane (the README's test command,
-## and CI's through .ci/run).
+## and CI's through .ci/run). go test runs -p (the CPU count) packages at once, in the order
+## given: the longest ones are listed first so that they start first and no long package
+## starts last beside an idle core (./... adds the others, each once).
+SLOW_TEST_PKGS ?= ./test/release ./test/doctor ./test/image ./test/soak ./test/rollouts
 test: lint binaries
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) $(SLOW_TEST_PKGS) ./...
 
 ## unit: the core's and the RPC boundary's tests under the race detector.
 unit:
@@ -98,7 +101,7 @@ release: release-binaries
 	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a) -step-binary linux/$(a)=dist/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
 	CMA_CACHE=$(CMA_CACHE) HELM_VERSION=$(HELM_VERSION) hack/build-binaries.sh helm >&2
-	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO) \
+	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO) -archs $(subst $(space),$(comma),$(strip $(IMAGE_ARCHS))) \
 	  -helm $(CMA_CACHE)/helm-$(HELM_VERSION)/helm \
 	  -cyclonedx-gomod "$$(CMA_CACHE=$(CMA_CACHE) hack/tool.sh cyclonedx-gomod $(CYCLONEDX_GOMOD))"
 
@@ -146,6 +149,8 @@ clean:
 ## controller's initContainer).
 IMAGE_REPO ?= ghcr.io/configmap-attacher/configmap-attacher
 IMAGE_ARCHS := amd64 arm64
+comma := ,
+space := $(subst ,, )
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 IMAGE_OCI ?= dist/configmap-attacher-image.oci
 .PHONY: image

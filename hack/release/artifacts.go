@@ -241,7 +241,7 @@ func (a artifacts) kustomize() error {
 		return fmt.Errorf("%s/kustomization.yaml already has images: (make release appends the release's)", a.kbase)
 	}
 	k = stamp.Text("examples/kustomize/controller/kustomization.yaml", k, a.version)
-	k = append(k, []byte(fmt.Sprintf("# The release's image, by digest (the index of linux/amd64 and linux/arm64).\nimages:\n  - name: %s\n    digest: %s\n", a.image, a.digest))...)
+	k = append(k, []byte(fmt.Sprintf("# The release's image, by digest (the index of %s).\nimages:\n  - name: %s\n    digest: %s\n", Platforms(Archs), a.image, a.digest))...)
 	out, err := a.render()
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
@@ -33,8 +34,34 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/hack/release/stamp"
 )
 
-// Archs are the linux architectures the argo-rollouts-config entries are written for.
+// Archs are the linux architectures of the image and of the argo-rollouts-config entries
+// (-archs; a release has both, the tests' one-platform reproducibility build one).
 var Archs = []string{"amd64", "arm64"}
+
+// parseArchs reads -archs: a comma-separated list of amd64 and arm64, each once.
+func parseArchs(s string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a != "amd64" && a != "arm64" || slices.Contains(out, a) {
+			return nil, fmt.Errorf("-archs %q: %q is not amd64 or arm64, or is listed twice (want e.g. -archs amd64,arm64)", s, a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Platforms is how install.md and the Kustomize base name the image's platforms, e.g.
+// "linux/amd64 and linux/arm64".
+func Platforms(archs []string) string {
+	ps := make([]string, len(archs))
+	for i, a := range archs {
+		ps[i] = "linux/" + a
+	}
+	if len(ps) < 2 {
+		return strings.Join(ps, "")
+	}
+	return strings.Join(ps[:len(ps)-1], ", ") + " and " + ps[len(ps)-1]
+}
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
@@ -64,6 +91,7 @@ func run(args []string, stdout io.Writer) error {
 	chartDir := fs.String("chart", "charts/configmap-attacher", "the chart to package")
 	changelog := fs.String("changelog", "docs/changelog.md", "the changelog whose section of -version becomes DIST/changelog.md")
 	kbase := fs.String("kustomize-base", "examples/kustomize/controller", "the Kustomize base copied to DIST/kustomize with the release's chart and image")
+	archs := fs.String("archs", strings.Join(Archs, ","), "the linux architectures of the image and the binaries in DIST, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -73,6 +101,10 @@ func run(args []string, stdout io.Writer) error {
 	if *version == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("-version is required; no arguments")
+	}
+	var err error
+	if Archs, err = parseArchs(*archs); err != nil {
+		return err
 	}
 	if *digestFile == "" {
 		*digestFile = filepath.Join(*dist, "configmap-attacher-image.oci.digest")
@@ -114,7 +146,7 @@ var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // Load reads checksums.txt and the digest file, and checks each linux binary's sha256 against
 // the file itself.
 func Load(dist, version, image, digestFile, urlBase string) (notes.Release, error) {
-	r := notes.Release{Version: version, Image: image, DownloadURL: strings.TrimSuffix(urlBase, "/") + "/" + version + "/"}
+	r := notes.Release{Version: version, Image: image, DownloadURL: strings.TrimSuffix(urlBase, "/") + "/" + version + "/", Platforms: Platforms(Archs)}
 	d, err := os.ReadFile(digestFile)
 	if err != nil {
 		return r, fmt.Errorf("image digest: %w (run hack/image with -digest-file first)", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
@@ -59,7 +60,13 @@ health: {bindAddress: 127.0.0.1, port: %d}
 		if _, err := helm(t, c, "install", release, filepath.Join(cluster.RepoRoot(), "charts", "configmap-attacher"), "-n", in.ns, "-f", values); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = helm(t, c, "uninstall", release, "-n", in.ns) })
+		// --no-hooks: the uninstall cleanup hook's Job is no part of this test (with it, helm
+		// waited its 5-minute timeout for each release).
+		t.Cleanup(func() {
+			if _, err := helm(t, c, "uninstall", release, "-n", in.ns, "--no-hooks"); err != nil {
+				t.Error(err)
+			}
+		})
 		installs = append(installs, in)
 	}
 	for _, in := range installs {
@@ -88,13 +95,42 @@ health: {bindAddress: 127.0.0.1, port: %d}
 	if strings.Contains(out, installs[1].ns) {
 		t.Errorf("-instance edge reported the other release:\n%s", out)
 	}
-	// Planted: the second release's controller gone (its Deployment scaled to 0; the fake
-	// kubelet's stop may leave the Lease held until it expires): its Lease is reported, the
-	// first one still passes.
+	// Planted: the second release's controller gone (its Deployment scaled to 0): its Lease is
+	// reported, the first one still passes. The fake kubelet stops the pod with SIGKILL, so the
+	// Lease stays held, and valid, until it expires (leaseDuration after its last renewal):
+	// doctor is asked only once the apiserver's Lease says no replica leads.
 	if err := cluster.Kubectl(c, "-n", installs[1].ns, "scale", "deployment", installs[1].full, "--replicas=0"); err != nil {
 		t.Fatal(err)
 	}
+	waitLeaseLapsed(t, ctx, cs, kubelet, installs[1].ns, installs[1].full)
 	out = expect(t, bin, c.KubeconfigPath, 1, []string{"-mode", "controller"}, "1 error(s)",
 		fmt.Sprintf("ERROR   controller/lease       Lease %s/%s: ", installs[1].ns, installs[1].full), "no replica is leading", wants[2])
 	t.Logf("second controller stopped:\n%s", firstErrors(out))
+}
+
+// waitLeaseLapsed waits until no run of the fake kubelet in ns is alive and Lease ns/name,
+// read from the apiserver, stands for no leader: no holder, or renewTime + leaseDurationSeconds
+// in the past (doctor's own test, by the same clock).
+func waitLeaseLapsed(t *testing.T, ctx context.Context, cs kubernetes.Interface, k *cluster.FakeKubelet, ns, name string) {
+	t.Helper()
+	start := time.Now()
+	cluster.WaitUntil(t, ctx, 200*time.Millisecond, "Lease "+ns+"/"+name+" released or expired", func() (bool, string) {
+		for _, r := range k.Runs(ns) {
+			if r.Finished.IsZero() {
+				return false, "pod " + r.Pod + " still runs"
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l, err := cs.CoordinationV1().Leases(ns).Get(cctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			return true, ""
+		}
+		expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		return time.Now().After(expires), fmt.Sprintf("held by %s until %s", *l.Spec.HolderIdentity, expires.UTC().Format(time.RFC3339Nano))
+	})
+	t.Logf("Lease %s/%s lapsed %v after the scale-down", ns, name, time.Since(start).Round(time.Millisecond))
 }

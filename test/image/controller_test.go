@@ -15,12 +15,13 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
-	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
 	"github.com/configmap-attacher/configmap-attacher/plugin/install"
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
@@ -81,11 +82,7 @@ func TestInstallImageUnderController(t *testing.T) {
 
 	// The host's image, its filesystem, and its entrypoint with the initContainer's args (the
 	// emptyDir's path substituted).
-	arch := runtime.GOARCH
-	img, err := build.Build(build.Options{Binary: binaries(t)[arch], StepBinary: stepBinaries(t)[arch], Arch: arch, Version: version})
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := releaseImage(t, runtime.GOARCH)
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +223,38 @@ func podTemplate(rev int) corev1.PodTemplateSpec {
 func steps(rev int) []v1alpha1.CanaryStep {
 	cfg, _ := json.Marshal(map[string]any{"configMaps": []string{fmt.Sprintf("web-config-%d", rev)}})
 	return []v1alpha1.CanaryStep{{Plugin: &v1alpha1.PluginStep{Name: cluster.PluginName, Config: cfg}}, {Pause: &v1alpha1.RolloutPause{}}}
+}
+
+// releaseImage is the shared release's image for linux/arch, from its OCI layout: what a node
+// of that architecture pulls.
+func releaseImage(t *testing.T, arch string) v1.Image {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(filepath.Join(releaseDist(t), "configmap-attacher-image.oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := idx.IndexManifest()
+	if err != nil || len(lm.Manifests) != 1 {
+		t.Fatalf("the release's OCI layout: %+v %v, want one index", lm, err)
+	}
+	if idx, err = idx.ImageIndex(lm.Manifests[0].Digest); err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range im.Manifests {
+		if d.Platform != nil && d.Platform.OS == "linux" && d.Platform.Architecture == arch {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return img
+		}
+	}
+	t.Fatalf("the release's image index has no linux/%s", arch)
+	return nil
 }
 
 // TestExamplesAgree: examples/argo-rollouts-config.yaml (no Helm) registers the plugin exactly

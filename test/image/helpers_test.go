@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -22,54 +21,49 @@ import (
 )
 
 const (
-	version = "v0.0.0-imagetest"
+	version = cluster.ReleaseVersion
 	repo    = "ghcr.io/configmap-attacher/configmap-attacher"
 	ref     = repo + ":" + version
-	epoch   = 1700000000 // SOURCE_DATE_EPOCH
+	epoch   = cluster.ReleaseEpoch // SOURCE_DATE_EPOCH
 )
 
 // archs are the image's platforms (linux/...), in index order.
 var archs = []string{"amd64", "arm64"}
 
-var (
-	binOnce  sync.Once
-	bins     map[string]string
-	stepBins map[string]string
-	binErr   error
-)
+// releaseDist is the tests' shared `make release` (cluster.ReleaseDist: built once per source
+// tree, the dist/ test/release checks too).
+func releaseDist(t *testing.T) string {
+	t.Helper()
+	d, err := cluster.ReleaseDist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
 
-// binaries returns the static linux binaries of every arch, built as `make image` builds them
-// (cluster.BuildPluginCached: once per source tree, shared by the runs), by arch.
+// binaries returns the static linux binaries of every arch of the shared release, by arch.
 func binaries(t *testing.T) map[string]string {
 	t.Helper()
-	buildBinaries(t)
-	return bins
+	return distBinaries(t, "configmap-attacher-linux-")
 }
 
-// stepBinaries returns the step plugin's own static linux binaries, by arch, as binaries does.
+// stepBinaries returns the step plugin's own static linux binaries of the shared release, by
+// arch.
 func stepBinaries(t *testing.T) map[string]string {
 	t.Helper()
-	buildBinaries(t)
-	return stepBins
+	return distBinaries(t, "configmap-attacher-step-linux-")
 }
 
-func buildBinaries(t *testing.T) {
+func distBinaries(t *testing.T, prefix string) map[string]string {
 	t.Helper()
-	binOnce.Do(func() {
-		bins, stepBins = map[string]string{}, map[string]string{}
-		for _, a := range archs {
-			if bins[a], binErr = cluster.BuildPluginCached(cluster.PluginBuild{GOOS: "linux", GOARCH: a, Version: version}); binErr != nil {
-				return
-			}
-			if stepBins[a], binErr = cluster.BuildPluginCached(cluster.PluginBuild{GOOS: "linux", GOARCH: a, Version: version, Package: cluster.StepPluginPackage}); binErr != nil {
-				return
-			}
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	dist := releaseDist(t)
+	m := map[string]string{}
+	for _, a := range archs {
+		m[a] = filepath.Join(dist, prefix+a)
 	}
+	return m
 }
+
 func checkStatic(t *testing.T, bin, arch string) {
 	t.Helper()
 	f, err := elf.Open(bin)

@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/configmap-attacher/configmap-attacher/hack/image/build"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // wantFS is every entry of the image's filesystem: no shell, no package manager, nothing else.
@@ -52,7 +53,7 @@ var wantFS = map[string]struct {
 	"tmp":                     {tar.TypeDir, 0o1777, 0, 0},
 }
 
-const revision = "0123456789abcdef0123456789abcdef01234567"
+const revision = cluster.ReleaseRevision
 
 func wantLabels() map[string]string {
 	return map[string]string{
@@ -71,57 +72,18 @@ func TestImageIndex(t *testing.T) {
 	root := moduleRoot(t)
 	bins, steps := binaries(t), stepBinaries(t)
 	dir := t.TempDir()
-	var platforms []build.Platform
 	var binaryArgs []string
 	for _, a := range archs {
 		checkStatic(t, bins[a], a)
 		checkStatic(t, steps[a], a)
-		platforms = append(platforms, build.Platform{Arch: a, Binary: bins[a], StepBinary: steps[a]})
 		binaryArgs = append(binaryArgs, "-binary", "linux/"+a+"="+bins[a], "-step-binary", "linux/"+a+"="+steps[a])
 	}
 
-	// Two builds in process, and one through the command (with SOURCE_DATE_EPOCH): one digest.
-	opts := build.Options{Version: version, Revision: revision, Created: time.Unix(epoch, 0)}
-	idx, err := build.BuildIndex(opts, platforms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := idx.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := build.BuildIndex(opts, platforms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := again.Digest(); d != want {
-		t.Errorf("second build: index digest %s, first %s: not reproducible", d, want)
-	}
-	ociDir := filepath.Join(dir, "configmap-attacher-image.oci")
-	digestFile := filepath.Join(dir, "digest")
-	out := goCmd(t, root, []string{"SOURCE_DATE_EPOCH=" + strconv.Itoa(epoch)},
-		append([]string{"run", "./hack/image", "-tag", ref, "-revision", revision, "-oci-layout", ociDir, "-digest-file", digestFile}, binaryArgs...)...)
-	if !strings.Contains(out, "digest: "+want.String()) {
-		t.Errorf("hack/image printed\n%s\nwant digest %s (the in-process build's): not reproducible", out, want)
-	}
-	if b, err := os.ReadFile(digestFile); err != nil || string(b) != want.String()+"\n" {
-		t.Errorf("-digest-file holds %q (%v), want %q", b, err, want.String()+"\n")
-	}
-	// A different SOURCE_DATE_EPOCH must change the digest: the timestamps are really in it.
-	other, err := build.BuildIndex(build.Options{Version: version, Revision: revision, Created: time.Unix(epoch+1, 0)}, platforms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := other.Digest(); d == want {
-		t.Errorf("another SOURCE_DATE_EPOCH gives the same digest %s", d)
-	}
-
-	// The index: OCI, one manifest per platform in order, each descriptor's platform right,
-	// annotated with the labels.
-	checkIndex(t, idx, bins)
-
-	// The layout on disk: index.json names the one index (so `crane push DIR TAG` pushes it as
-	// one tag without --index), with the tag's version as its ref name.
+	// The shared release's image (make release ran hack/image on these binaries), and the same
+	// binaries through the command again (with SOURCE_DATE_EPOCH): one digest. The command is
+	// built without -race, as make runs it: this test binary's race instrumentation makes gzip
+	// several times slower, and the images are about 90 MB of binaries per platform.
+	ociDir := filepath.Join(releaseDist(t), "configmap-attacher-image.oci")
 	lp, err := layout.ImageIndexFromPath(ociDir)
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +92,37 @@ func TestImageIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lm.Manifests) != 1 || lm.Manifests[0].Digest != want || lm.Manifests[0].MediaType != types.OCIImageIndex ||
-		lm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
+	if len(lm.Manifests) != 1 {
+		t.Fatalf("OCI layout index.json %+v, want one image index", lm)
+	}
+	want := lm.Manifests[0].Digest
+	digestFile := filepath.Join(dir, "digest")
+	imageCmd := func(epoch int, layout string) string {
+		return goCmd(t, root, []string{"SOURCE_DATE_EPOCH=" + strconv.Itoa(epoch)},
+			append([]string{"run", "./hack/image", "-tag", ref, "-revision", revision, "-oci-layout", layout, "-digest-file", digestFile}, binaryArgs...)...)
+	}
+	if out := imageCmd(epoch, filepath.Join(dir, "again.oci")); !strings.Contains(out, "digest: "+want.String()) {
+		t.Errorf("hack/image printed\n%s\nwant digest %s (make release's): not reproducible", out, want)
+	}
+	if b, err := os.ReadFile(digestFile); err != nil || string(b) != want.String()+"\n" {
+		t.Errorf("-digest-file holds %q (%v), want %q", b, err, want.String()+"\n")
+	}
+	// A different SOURCE_DATE_EPOCH must change the digest: the timestamps are really in it.
+	if out := imageCmd(epoch+1, filepath.Join(dir, "other.oci")); strings.Contains(out, "digest: "+want.String()) || !strings.Contains(out, "digest: sha256:") {
+		t.Errorf("another SOURCE_DATE_EPOCH: hack/image printed\n%s\nwant a digest other than %s", out, want)
+	}
+	idx, err := lp.ImageIndex(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The index: OCI, one manifest per platform in order, each descriptor's platform right,
+	// annotated with the labels.
+	checkIndex(t, idx, bins)
+
+	// The layout on disk: index.json names the one index (so `crane push DIR TAG` pushes it as
+	// one tag without --index), with the tag's version as its ref name.
+	if lm.Manifests[0].MediaType != types.OCIImageIndex || lm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
 		t.Fatalf("OCI layout index.json %+v, want one image index %s named %s", lm, want, version)
 	}
 
@@ -147,11 +138,7 @@ func TestImageIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromLayout, err := lp.ImageIndex(lm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.WriteIndex(tag, fromLayout); err != nil {
+	if err := remote.WriteIndex(tag, idx); err != nil {
 		t.Fatalf("push %s: %v", tag, err)
 	}
 	pulled, err := remote.Index(tag)
@@ -354,8 +341,10 @@ func TestBuildRejects(t *testing.T) {
 	}
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
 	// Each case is wrong in one way only (the others as in a good build), and must be refused for
-	// that reason: a check that failed on another field would pass by accident.
-	good := stepBinaries(t)[runtime.GOARCH]
+	// that reason: a check that failed on another field would pass by accident. The good binary
+	// is a small static one: the accepted builds compress it in this -race binary, where gzip
+	// of the real 29 MB step binary took minutes.
+	good := tinyStatic(t)
 	for _, tc := range []struct {
 		o    build.Options
 		want string
@@ -387,4 +376,17 @@ func TestBuildRejects(t *testing.T) {
 	if _, err := build.CreatedFromEnv(func(string) string { return "yesterday" }); err == nil {
 		t.Errorf("SOURCE_DATE_EPOCH=yesterday: no error")
 	}
+}
+
+// tinyStatic builds an empty Go program as the image's binaries are built (CGO_ENABLED=0
+// GOOS=linux, this machine's arch, -trimpath): a static linux executable of about 1.5 MB.
+func tinyStatic(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "tiny")
+	goCmd(t, dir, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH, "GO111MODULE=off"}, "build", "-trimpath", "-o", out, "main.go")
+	return out
 }

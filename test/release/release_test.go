@@ -1,9 +1,11 @@
-// Package release tests `make release`: dist/ is reproducible (a second build in another
-// directory, with another HOME and TZ and an empty Go build cache, gives every file byte for
-// byte: binaries, image layout, chart, manifests, SBOMs), dist/install.md carries the real
-// sha256 of each linux binary, the image by its digest and the argo-helm values, the chart has
-// the release's version, the manifests and the Kustomize base apply to the real apiserver
-// (server-side dry run), the SBOMs name the main module at the version, and
+// Package release tests `make release`: it is reproducible (the same source built twice, the
+// second time in another directory, with another HOME and TZ and an empty Go build cache, gives
+// every file byte for byte: binaries, image layout, chart, manifests, SBOMs; proved on one
+// platform, the smallest build that exercises every step), and of the tests' shared release
+// (cluster.ReleaseDist, the image's two platforms, also what test/image checks) dist/install.md
+// carries the real sha256 of each linux binary, the image by its digest and the argo-helm
+// values, the chart has the release's version, the manifests and the Kustomize base apply to
+// the real apiserver (server-side dry run), the SBOMs name the main module at the version, and
 // hack/release/publish.sh --dry-run prints the pushes and signatures of dist/'s digests.
 package release
 
@@ -11,8 +13,6 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,14 +28,22 @@ import (
 )
 
 const (
-	version  = "v0.0.0-releasetest"
-	image    = "ghcr.io/configmap-attacher/configmap-attacher"
-	epoch    = "1700000000"
-	revision = "0123456789abcdef0123456789abcdef01234567"
+	version = cluster.ReleaseVersion
+	image   = "ghcr.io/configmap-attacher/configmap-attacher"
+	epoch   = "1700000000" // cluster.ReleaseEpoch
 )
 
 var archs = []string{"amd64", "arm64"}
 
+// reproPlatform is the one platform the reproducibility proof builds twice: every step of make
+// release (binaries, image index, chart, manifests, SBOMs, checksums) runs for it, and the
+// second build compiles everything again; a second architecture would double the cost and
+// prove nothing more (the cross-compile is the same toolchain with another GOARCH).
+const reproPlatform = "linux/amd64"
+
+// TestReleaseReproducible builds reproPlatform's release twice, from one snapshot of the tree:
+// as it is, with the usual build cache, then in another path with another HOME and TZ and an
+// empty build cache, and compares every file of both dist/ directories.
 func TestReleaseReproducible(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make is required: %v", err)
@@ -45,36 +53,45 @@ func TestReleaseReproducible(t *testing.T) {
 	// Both builds share the module cache (the Go toolchain and the sources, checked against
 	// go.sum) and the tool cache (helm, cyclonedx-gomod: built once from the module proxy);
 	// what they must not share is the build cache, the path, HOME and TZ.
-	shared := []string{"GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "CMA_CACHE=" + cluster.CacheDir()}
+	shared := []string{"GOMODCACHE=" + goEnv(t, "GOMODCACHE")}
 
 	// One snapshot of the working tree for both builds: the checkout is shared, and a file
 	// edited between the two copies would make them differ.
 	src := filepath.Join(tmp, "src")
 	copyTree(t, root, src)
 
-	// Build 1: the module as it is, with the usual build cache.
 	a := filepath.Join(tmp, "a")
 	copyTree(t, src, a)
 	start := time.Now()
-	makeTarget(t, a, "release", shared)
-	t.Logf("build 1 (warm cache) in %s", time.Since(start).Round(time.Millisecond))
+	makeRelease(t, a, shared)
+	t.Logf("build 1 (%s, warm cache) in %s", reproPlatform, time.Since(start).Round(time.Millisecond))
 
-	// Build 2: another path, another HOME and TZ, and an empty build cache: every package, the
-	// standard library and hack/image's and hack/release's dependencies included, is compiled
-	// again, and every artifact is made again.
+	// Another path, another HOME and TZ, and an empty build cache: every package, the standard
+	// library and hack/image's and hack/release's dependencies included, is compiled again, and
+	// every artifact is made again.
 	b := filepath.Join(tmp, "b", "elsewhere")
 	copyTree(t, src, b)
 	start = time.Now()
-	makeTarget(t, b, "release", append(shared, "GOCACHE="+filepath.Join(tmp, "gocache"), "HOME="+filepath.Join(tmp, "home"), "TZ=Pacific/Kiritimati"))
-	t.Logf("build 2 (empty cache, other path, HOME and TZ) in %s", time.Since(start).Round(time.Millisecond))
+	makeRelease(t, b, append(shared, "GOCACHE="+filepath.Join(tmp, "gocache"), "HOME="+filepath.Join(tmp, "home"), "TZ=Pacific/Kiritimati"))
+	t.Logf("build 2 (%s, empty cache, other path, HOME and TZ) in %s", reproPlatform, time.Since(start).Round(time.Millisecond))
 
 	distA, distB := filepath.Join(a, "dist"), filepath.Join(b, "dist")
 	filesA := distFiles(t, distA)
 	for _, d := range compareDists(filesA, distFiles(t, distB)) {
 		t.Errorf("dist/ not reproducible: %s", d)
 	}
-	t.Logf("dist/: %d files, byte-identical in both builds", len(filesA))
+	t.Logf("dist/ of %s: %d files, byte-identical in both builds", reproPlatform, len(filesA))
+	t.Run("planted-faults", func(t *testing.T) { checkPlantedFaults(t, distA, filesA) })
+}
 
+// TestReleaseArtifacts checks the tests' shared release (both image platforms) file by file.
+func TestReleaseArtifacts(t *testing.T) {
+	root := moduleRoot(t)
+	distA, err := cluster.ReleaseDist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filesA := distFiles(t, distA)
 	sumsA := readSums(t, distA)
 	for _, arch := range archs {
 		for _, n := range []string{"configmap-attacher-linux-" + arch, "configmap-attacher-step-linux-" + arch} {
@@ -91,14 +108,13 @@ func TestReleaseReproducible(t *testing.T) {
 	t.Logf("linux/amd64 %s (step %s), linux/arm64 %s (step %s), index %s", sumsA["configmap-attacher-linux-amd64"], sumsA["configmap-attacher-step-linux-amd64"],
 		sumsA["configmap-attacher-linux-arm64"], sumsA["configmap-attacher-step-linux-arm64"], digestA)
 
-	t.Run("planted-faults", func(t *testing.T) { checkPlantedFaults(t, distA, filesA) })
 	t.Run("checksums", func(t *testing.T) { checkChecksums(t, distA, filesA) })
 	t.Run("chart", func(t *testing.T) { checkChart(t, distA) })
 	t.Run("sboms", func(t *testing.T) { checkSBOMs(t, distA, sumsA, digestA) })
-	t.Run("changelog", func(t *testing.T) { checkChangelog(t, src, distA) })
+	t.Run("changelog", func(t *testing.T) { checkChangelog(t, root, distA) })
 	t.Run("publish-dry-run", func(t *testing.T) { checkPublish(t, root, distA, digestA) })
 	t.Run("manifests", func(t *testing.T) { checkManifests(t, distA, digestA) })
-	t.Run("set-version", func(t *testing.T) { checkSetVersion(t, src) })
+	t.Run("set-version", func(t *testing.T) { checkSetVersion(t, root) })
 }
 
 // checkInstallMD checks every YAML block of install.md: the stepPlugins entries carry each
@@ -201,55 +217,20 @@ func checkInstallMD(t *testing.T, md string, sums map[string]string, digest stri
 	}
 }
 
-func makeTarget(t *testing.T, dir, target string, env []string) {
+// makeRelease runs make release for reproPlatform in dir (cluster.MakeRelease: the tests'
+// version, epoch and revision).
+func makeRelease(t *testing.T, dir string, env []string) {
 	t.Helper()
-	cmd := exec.Command("make", target, "PLATFORMS=linux/amd64 linux/arm64", "VERSION="+version, "REVISION="+revision)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch, "GOTOOLCHAIN=go1.26.11"), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make %s in %s: %v\n%s", target, dir, err, out)
+	if out, err := cluster.MakeRelease(dir, reproPlatform, env); err != nil {
+		t.Fatalf("make release in %s: %v\n%s", dir, err, out)
 	}
 }
 
 // copyTree copies the module's files (not .git, bin, dist) from src to dst.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() && (rel == ".git" || rel == "bin" || rel == "dist") {
-			return filepath.SkipDir
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		fi, err := in.Stat()
-		if err != nil {
-			return err
-		}
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fi.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatalf("copying %s to %s: %v", src, dst, err)
+	if err := cluster.CopyTree(src, dst); err != nil {
+		t.Fatal(err)
 	}
 }
 

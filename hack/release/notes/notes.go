@@ -15,6 +15,7 @@ type Release struct {
 	Image       string // repository, e.g. ghcr.io/configmap-attacher/configmap-attacher
 	Digest      string // the index's digest, sha256:…
 	DownloadURL string // base URL of the release's assets, ending in /
+	Platforms   string // the image's platforms, e.g. "linux/amd64 and linux/arm64"
 	Assets      []Asset
 }
 
@@ -30,7 +31,7 @@ func Render(w io.Writer, r Release) error {
 
 var tmpl = template.Must(template.New("install.md").Parse(`# configmap-attacher {{.Version}}: install
 
-Image (one multi-arch index, linux/amd64 and linux/arm64; the Job, the controller and the plugin
+Image (one multi-arch index, {{.Platforms}}; the Job, the controller and the plugin
 installer): ` + "`{{.Image}}@{{.Digest}}`" + ` (tag ` + "`{{.Image}}:{{.Version}}`" + `).
 
 Step plugins need Argo Rollouts ≥ 1.8; tested with v1.10.2 and v1.9.1. Full instructions,

@@ -33,6 +33,7 @@ import (
 //   - otherwise patches the status subresource to phase Running with Ready, ContainersReady,
 //     Initialized and PodScheduled True, a pod IP and running containers;
 //   - force-deletes (grace period 0) a pod with a deletionTimestamp;
+//   - kills the process it runs for a pod (below) when the pod is deleted;
 //   - for a pod whose first container's image is registered with RunImage (a Job of our
 //     image), runs that local binary once with the container's command and args ($(VAR)
 //     expanded from its env, as the kubelet does), its env, and KUBECONFIG set to a kubeconfig
@@ -158,6 +159,13 @@ func (k *FakeKubelet) watch(ctx context.Context, q workqueue.TypedRateLimitingIn
 				k.pods[key] = p
 			case watch.Deleted:
 				delete(k.pods, key)
+				// A pod bound to no node (none is, here) is deleted at once, without the graceful
+				// phase whose deletionTimestamp sync acts on: its process stops here, as the
+				// kubelet's container would, instead of running on until its Timeout (a
+				// scaled-down controller kept renewing its Lease for minutes).
+				if r := k.runs[p.UID]; r != nil && r.Finished.IsZero() {
+					r.cancel()
+				}
 			}
 			k.mu.Unlock()
 			if ev.Type != watch.Bookmark {
