@@ -79,7 +79,7 @@ func NewMetrics() *Metrics {
 	m.Blocked = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "adoptions_blocked_total",
 		Help: "Reconciles that left an opted-in object alone because a user that cannot own it (StatefulSet, DaemonSet, Job, CronJob, bare Pod) also uses it, by kind of object."}, []string{"kind"})
 	m.Anchors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "anchors_total",
-		Help: "Anchors (ControllerRevisions standing for a workload's current template) created and deleted, by action (created, deleted)."}, []string{"action"})
+		Help: "Anchors (ControllerRevisions configmap-attacher owns: one per workload's current template, and an object's crowd anchor standing for its many Jobs and Pods) created and deleted, by action (created, deleted)."}, []string{"action"})
 	m.Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconciles_total",
 		Help: "Reconciles of one object, by result (noop, patched, dry_run, blocked, error)."}, []string{"result"})
 	m.ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPrefix + "reconcile_errors_total",
