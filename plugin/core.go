@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sync/errgroup"
 	"slices"
 	"time"
 
@@ -316,11 +317,25 @@ func (a *Attacher) usersFor(ctx context.Context, ns string, req Request, cands [
 	if live == 0 {
 		return own, nil, nil, nil
 	}
-	leases, leaseWarnings := a.readLeases(ctx, req.Maintainers.Leases)
-	now := req.Maintainers.now()
-	if CoversNamespace(leases, req.Workload.Kind, ns, now) {
-		a.candidateLabels(ctx, ns, cands)
+	// The Leases and the candidates' labels at once: whether a live controller maintains an
+	// object needs both, and a step waits for the slower of the two requests instead of one
+	// after the other. The labels are read only where a Lease is configured (a controller could
+	// maintain the object); where none is live they go unused.
+	var leases []ControllerLease
+	var leaseWarnings []string
+	var g errgroup.Group
+	g.Go(func() error {
+		leases, leaseWarnings = a.readLeases(ctx, req.Maintainers.Leases)
+		return nil
+	})
+	if len(req.Maintainers.Leases) > 0 {
+		g.Go(func() error {
+			a.candidateLabels(ctx, ns, cands)
+			return nil
+		})
 	}
+	_ = g.Wait() // neither returns an error: a failed read leaves the object unmaintained
+	now := req.Maintainers.now()
 	covered := map[Object]bool{}
 	for _, c := range cands {
 		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, now); lease != "" && c.labelsKnown && !c.dropped {
@@ -382,19 +397,25 @@ func (v maintainedView) Stale() bool { return v.full.Stale() }
 // that fails leaves the labels unknown: the object then counts as not maintained, and its users
 // are read (the Job's RBAC has no get on ConfigMaps and Secrets).
 func (a *Attacher) candidateLabels(ctx context.Context, ns string, cands []candidate) {
+	var g errgroup.Group
+	g.SetLimit(a.concurrency())
 	for i := range cands {
-		c := &cands[i]
+		c := &cands[i] // each goroutine writes its own element
 		if c.labelsKnown || c.dropped {
 			continue
 		}
-		m, err := a.getMeta(ctx, ns, c.Object)
-		switch {
-		case err != nil:
-			a.log().WithField("object", c.Object.String()).WithError(err).Debug("labels not read: its users will be")
-		case m != nil:
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-		}
+		g.Go(func() error {
+			m, err := a.getMeta(ctx, ns, c.Object)
+			switch {
+			case err != nil:
+				a.log().WithField("object", c.Object.String()).WithError(err).Debug("labels not read: its users will be")
+			case m != nil:
+				c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 }
 
 // handedUnread are the objects a live controller maintains whose other users the run did not

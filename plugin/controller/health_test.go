@@ -183,7 +183,9 @@ func TestUnsyncedNamespaceDoesNotStopOthers(t *testing.T) {
 			t.Errorf("no Warning naming %v and the RBAC fix", w)
 		}
 	}
-	if !h.logged(logrus.WarnLevel, "namespace partial did not sync: serving the other namespaces", logrus.Fields{"resources": "secrets"}) {
+	// The namespace, not the exact resources: under load the warning may also name resources
+	// still syncing at that moment (the readiness above names the one that stays unsynced).
+	if !h.logged(logrus.WarnLevel, "namespace partial did not sync: serving the other namespaces", logrus.Fields{"namespace": "partial"}) {
 		t.Error("no Warning at the start naming the namespace that did not sync")
 	}
 
