@@ -28,6 +28,14 @@ import (
 // controller's template stands for it, found from its controller reference (never from its
 // labels, which anyone can copy).
 
+// usageReads bounds the namespace-wide reads (ReadUsage) in flight in one process. The Rollouts
+// controller runs up to ten steps at once through one plugin process, inside its own pod: each
+// read holds up to a page of full objects of several kinds, so ten at once in a busy namespace
+// would multiply the process's peak memory by ten. Two at a time keeps the peak near one
+// read's while a quiet namespace's reads (a few ms) barely wait; a run that waits past its
+// deadline gets a transient error, which the Rollouts controller retries.
+var usageReads = make(chan struct{}, 2)
+
 // PageSize is the page of every namespace-wide list (limit, then continue): the memory a read
 // holds is one page of full objects, whatever the namespace's size.
 const PageSize = 500
@@ -149,6 +157,12 @@ type usageRead struct {
 // full, with a warning naming the grant. A read that does not finish within ctx's deadline is
 // an error saying that the namespace is too large to read in one run, and what to do.
 func (a *Attacher) ReadUsage(ctx context.Context, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
+	select {
+	case usageReads <- struct{}{}:
+		defer func() { <-usageReads }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for other runs' reads of their namespaces (%d at a time) to read namespace %s: %w", cap(usageReads), ns, ctx.Err())
+	}
 	r := &usageRead{a: a, ns: ns, u: &NamespaceUsage{Namespace: ns}}
 	err := r.run(ctx, known)
 	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
