@@ -317,25 +317,12 @@ func (a *Attacher) usersFor(ctx context.Context, ns string, req Request, cands [
 	if live == 0 {
 		return own, nil, nil, nil
 	}
-	// The Leases and the candidates' labels at once: whether a live controller maintains an
-	// object needs both, and a step waits for the slower of the two requests instead of one
-	// after the other. The labels are read only where a Lease is configured (a controller could
-	// maintain the object); where none is live they go unused.
-	var leases []ControllerLease
-	var leaseWarnings []string
-	var g errgroup.Group
-	g.Go(func() error {
-		leases, leaseWarnings = a.readLeases(ctx, req.Maintainers.Leases)
-		return nil
-	})
-	if len(req.Maintainers.Leases) > 0 {
-		g.Go(func() error {
-			a.candidateLabels(ctx, ns, cands)
-			return nil
-		})
-	}
-	_ = g.Wait() // neither returns an error: a failed read leaves the object unmaintained
+	leases, leaseWarnings := a.readLeases(ctx, req.Maintainers.Leases)
 	now := req.Maintainers.now()
+	if CoversNamespace(leases, req.Workload.Kind, ns, now) {
+		// Only beside a live controller: a step-only install sends no label reads.
+		a.candidateLabels(ctx, ns, cands)
+	}
 	covered := map[Object]bool{}
 	for _, c := range cands {
 		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, now); lease != "" && c.labelsKnown && !c.dropped {

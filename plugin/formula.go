@@ -48,10 +48,8 @@ type StepShape struct {
 // policy: no --require-opt-in, no discovery), in order; requests on one line of the formula are
 // sent concurrently:
 //
-//	always:       list its ReplicaSets (typed, selector, paged); then, at once, get each
-//	              configured Lease and, where one is configured, each object's metadata (are
-//	              they opted in, so a live controller maintains them?)
-//	maintained:   nothing else
+//	always:       list its ReplicaSets (typed, selector, paged); get each configured Lease
+//	maintained:   get each object's metadata, up to 8 at once (are they opted in?); nothing else
 //	otherwise:    list ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, ControllerRevisions
 //	              (typed, paged) and Pods (metadata, paged); list each kind in ControllerKinds
 //	              (metadata, paged); then the specs of OwnPods: a list by name each when at most
@@ -72,12 +70,10 @@ func StepReads(s StepShape) []Read {
 	for _, l := range s.Leases {
 		out = append(out, Read{Verb: "get", Resource: coordinationv1.SchemeGroupVersion.WithResource("leases"), Namespace: l.Namespace, Name: l.Name})
 	}
-	if len(s.Leases) > 0 {
+	if s.Maintained {
 		for _, o := range s.Objects {
 			out = append(out, Read{Verb: "get", Resource: o.Kind.Resource(), Namespace: ns, Name: o.Name, Metadata: true})
 		}
-	}
-	if s.Maintained {
 		return out
 	}
 	for _, gvr := range []schema.GroupVersionResource{appsv1.SchemeGroupVersion.WithResource("replicasets"),

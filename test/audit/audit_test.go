@@ -112,7 +112,7 @@ func TestAudit(t *testing.T) {
 	if rep.Summary != want || code != cmd.ExitFail {
 		t.Errorf("summary %+v (exit %d), want %+v", rep.Summary, code, want)
 	}
-	for _, r := range []string{"deployments", "configmaps", "secrets", "statefulsets", "daemonsets", "jobs", "cronjobs", "pods"} {
+	for _, r := range []string{"deployments", "configmaps", "secrets", "statefulsets", "daemonsets", "controllerrevisions", "jobs", "cronjobs", "pods"} {
 		if n := counter.Count("list", r); n != 1 {
 			t.Errorf("list %s = %d, want 1 (%s)", r, n, counter)
 		}
@@ -122,8 +122,10 @@ func TestAudit(t *testing.T) {
 			t.Errorf("list %s = %d, want 2: the audit's and the users' (%s)", r, n, counter)
 		}
 	}
-	if counter.Total() != 5+7 {
-		t.Errorf("%d requests, want 12 (%s)", counter.Total(), counter)
+	// The audit's 5 lists, and the users' 8 (ReplicaSets, StatefulSets, DaemonSets, their
+	// ControllerRevisions, Jobs, CronJobs, Pods' metadata, the Rollouts that control ReplicaSets).
+	if counter.Total() != 5+8 {
+		t.Errorf("%d requests, want 13 (%s)", counter.Total(), counter)
 	}
 	var got []string
 	for _, f := range rep.Rollouts[0].Findings {
@@ -153,10 +155,10 @@ func TestAudit(t *testing.T) {
 	}
 	// 3 patches, a list of each kind before and after, and the namespace's users read twice:
 	// just before the patches (every user counts: ReplicaSets, StatefulSets, DaemonSets, Jobs,
-	// CronJobs, Pods and the Rollouts that control ReplicaSets; as fresh as the step's read, so
+	// ControllerRevisions, CronJobs, Pods and the Rollouts that control ReplicaSets; as fresh as the step's read, so
 	// no owner needs a confirmation of its own), and for the shared finding of the report after.
-	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+2*7 {
-		t.Errorf("patches %d, want 3, a list of each kind before and after, and twice 7 lists of the users (%s)", n, counter)
+	if n := counter.Count("patch", "configmaps") + counter.Count("patch", "secrets"); n != 3 || counter.Total() != 3+2*5+2*8 {
+		t.Errorf("patches %d, want 3, a list of each kind before and after, and twice 8 lists of the users (%s)", n, counter)
 	}
 	// The report is the state after the fix.
 	if s := rep.Summary; s.Fixable != 0 || s.MissingOwners != 0 || s.Stray != 1 || s.Legacy != 2 || s.Unowned != 1 || s.Lost != 1 {

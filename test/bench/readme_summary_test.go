@@ -32,8 +32,8 @@ func readmeSummary(r *results) string {
 	return fmt.Sprintf("In short: a step through the real RPC boundary takes %s for 1 object and %s for 10 in a "+
 		"quiet namespace (p50; a live controller maintaining the objects); in a namespace of %s Pods, %s where a "+
 		"live controller maintains them and %s in a step-only install, which must read every user. A step lists "+
-		"its Rollout's ReplicaSets, then reads the controller's Lease and each object's metadata at once; only for "+
-		"objects no live controller maintains, the namespace's users (lists in pages of 500; Pods as metadata, Pod "+
+		"its Rollout's ReplicaSets, reads the controller's Lease and, beside a live controller, each object's "+
+		"metadata; only for objects no live controller maintains, the namespace's users (lists in pages of 500; Pods as metadata, Pod "+
 		"specs only where no known controller stands for them); then 1 patch per object and 1 Event. The figures "+
 		"and how they were measured are in [docs/benchmarks.md](docs/benchmarks.md).",
 		p(quiet, installController, 1), p(quiet, installController, 10), thousands(big),

@@ -81,7 +81,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}{
 		{"no flags", nil, "-rollout is required"},
 		{"flag without value", []string{"-configmaps"}, "flag needs an argument"},
-		{"unknown flag", append(append([]string{}, base...), "-configmap", "cfg"), "flag provided but not defined: -configmap"},
+		{"unknown flag", append(append([]string{}, base...), "-configmap", "cfg"), "unknown flag -configmap: did you mean --configmaps?"},
 		{"nothing to attach", base, "nothing to attach"},
 		{"invalid name", append(append([]string{}, base...), "-configmaps", "Cfg"), "is not a valid object name"},
 		{"stray argument", append(append([]string{}, base...), "-configmaps", "cfg", "static"), `unexpected argument "static"`},
