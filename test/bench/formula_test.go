@@ -48,7 +48,7 @@ func newFormulaClients(b testing.TB, cfg *rest.Config) formulaClients {
 // their own objects (templates, ControllerRevisions) stand for them.
 var knownPodControllers = map[string]bool{"ReplicaSet": true, "Job": true, "StatefulSet": true, "DaemonSet": true}
 
-// floorFormula sends the reads of the step's formula (issue 27: what a step needs to know, and
+// floorFormula sends the reads of the step's formula (what a step needs to know, and
 // no more) straight through client-go, as the step would send them, without decoding beyond
 // client-go's or planning:
 //

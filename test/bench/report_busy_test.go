@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The goals of the busy namespace (issue 27), as BenchmarkStepBusy measures them.
+// The goals of the busy namespace, as BenchmarkStepBusy measures them.
 const (
 	busyGoalController = 1.3 // busy/quiet plugin p50 where the controller maintains the objects
 	busyGoalStepOnly   = 2.0 // busy/quiet plugin p50 in a step-only install
@@ -62,7 +62,7 @@ func (r *results) nonPageRequests(pods int, install string, objects int) float64
 	return r.metric(name, "requests/op") - r.metric(name, "page-requests/op")
 }
 
-// busyGoals computes issue 27's verdicts from a run: for the largest namespace against the
+// busyGoals computes the busy namespace's verdicts from a run: for the largest namespace against the
 // quiet one, per install and object count; the plugin against floor+formula there; the peak
 // RSS of concurrent busy steps against sequential quiet ones; and requests per step apart from
 // pages equal at every Pod count.
@@ -173,7 +173,7 @@ func renderBusyPods(w *mdWriter, r *results) {
 	for _, g := range busyGoals(r) {
 		rows = append(rows, []string{g.What, g.Got, g.Limit, g.verdictText()})
 	}
-	w.p("Goals (issue 27), from the figures above:")
+	w.p("Goals, from the figures above:")
 	w.p("")
 	w.table([]string{"goal", "figure", "limit", "verdict"}, rows)
 	rows = nil
