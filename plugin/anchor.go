@@ -220,6 +220,11 @@ type AnchorState struct {
 	// own on their own once they are few, and an object whose last Job is gone goes at once, as
 	// it does with Jobs that own it one by one.
 	Crowd bool
+	// Foreign are the anchor's objects that exist, that this controller does not adopt, and
+	// that the anchor owns: another installation's objects (another -selector or -namespaces
+	// over the same namespace), or objects whose opt-in label was removed. This controller
+	// cannot see whether their users still need the anchor, so it is not its to delete.
+	Foreign []Object
 }
 
 // AnchorVerdict is the one rule that deletes an anchor. Deleting it can let the garbage
@@ -230,9 +235,11 @@ type AnchorState struct {
 // the workload moved on to another template, grace after the workload is gone. after, when not
 // zero, is when to look again. A crowd anchor (s.Crowd) is kept while the Jobs and Pods it
 // stands for are too many to own one by one, then until each of them owns the object itself.
+// An anchor that owns an object the controller does not adopt (s.Foreign) is never its to
+// delete: the installation that adopts the object decides, or cleanup does.
 func AnchorVerdict(s AnchorState, grace time.Duration) (del bool, after time.Duration) {
 	switch {
-	case s.Current:
+	case s.Current, len(s.Foreign) > 0:
 		return false, 0
 	case !s.Crowd && !s.WorkloadExists && s.GoneFor < grace:
 		return false, grace - s.GoneFor

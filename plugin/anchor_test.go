@@ -40,6 +40,10 @@ func TestAnchorVerdict(t *testing.T) {
 		{"crowd: few again, each owns the object itself: deleted at once", AnchorState{Crowd: true, WorkloadExists: true}, true, 0},
 		{"crowd: no grace, whatever the workload fields say", AnchorState{Crowd: true}, true, 0},
 		{"crowd: no grace, a user not owning yet: kept", AnchorState{Crowd: true, Unsettled: pending}, false, 5 * time.Second},
+		// An anchor that owns an object another installation adopts is never this one's to delete.
+		{"another install's object: kept, whatever else", AnchorState{WorkloadExists: true, Foreign: pending}, false, 0},
+		{"another install's object, workload gone past the grace: kept", AnchorState{GoneFor: 2 * time.Minute, Foreign: pending}, false, 0},
+		{"another install's object, crowd not needed here: kept", AnchorState{Crowd: true, Foreign: pending}, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			del, after := AnchorVerdict(c.s, grace)

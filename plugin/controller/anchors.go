@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,6 +112,7 @@ func (c *Controller) syncAnchors(ctx context.Context, k Key) (string, error) {
 			st.GoneFor = time.Since(goneSince)
 		}
 		if !st.Current {
+			st.Foreign = c.foreignRefs(ns, r)
 			st.Unsettled = c.unsettled(sc, ns, r)
 		}
 		del, after := plugin.AnchorVerdict(st, c.cfg.AnchorGrace)
@@ -229,6 +231,20 @@ func (c *Controller) unsettled(sc *scope, ns string, anchor *cachedRevision) []p
 				c.enqueue(k, false)
 				break
 			}
+		}
+	}
+	return out
+}
+
+// foreignRefs lists the anchor's objects that exist, that this controller does not adopt, and
+// that the anchor owns: another installation maintains them (or nobody, once their label was
+// removed), and only it can tell whether their users still need the anchor.
+func (c *Controller) foreignRefs(ns string, anchor *cachedRevision) []plugin.Object {
+	var out []plugin.Object
+	for _, o := range anchor.Anchor.Refs {
+		m := c.object(Key{ns, o.Kind, o.Name})
+		if m != nil && !m.Deleting && !m.OptedIn && slices.Contains(m.AnchorOwners, anchor.UID) {
+			out = append(out, o)
 		}
 	}
 	return out

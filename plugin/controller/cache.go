@@ -88,6 +88,10 @@ type cachedObject struct {
 	// carries it as a precondition, and pending references are kept per UID.
 	Owners []types.UID
 	UID    types.UID
+	// AnchorOwners are the UIDs of its ControllerRevision owners (objects not opted in only):
+	// anchors of another installation, or of a time it was opted in, that this one must not
+	// delete (foreignRefs).
+	AnchorOwners []types.UID
 	// Labels are the labels the opt-in selector looks at (opted-in objects only).
 	Labels map[string]string
 	// Refs are the objects a workload's current template references (the Deployment cache).

@@ -52,6 +52,7 @@ func (c *Controller) syncCrowd(ctx context.Context, k Key, name string) (string,
 		}
 		st := plugin.AnchorState{Crowd: true, Current: needed && r.Anchor.Equal(cur), WorkloadExists: true}
 		if !st.Current {
+			st.Foreign = c.foreignRefs(ns, r)
 			st.Unsettled = c.unsettled(sc, ns, r)
 		}
 		del, after := plugin.AnchorVerdict(st, c.cfg.AnchorGrace)

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -97,7 +98,8 @@ func (c *Controller) compactReplicaSet(obj any) (any, error) {
 
 // compactMetadata is the ConfigMap and Secret caches' transform: a cachedObject with the
 // name, namespace, resourceVersion (after a relist the informer tells an update from a resync
-// by it), whether it is being deleted, and, for opted-in objects only, its owners' UIDs.
+// by it), whether it is being deleted, and, for opted-in objects only, its owners' UIDs (for
+// the others, only their ControllerRevision owners': anchors this controller must not delete).
 // Everything else goes: managedFields, labels, annotations (kubectl's
 // last-applied-configuration annotation of a Secret carries its data). Unlabelled objects are
 // cached for their existence alone (the lost gauge).
@@ -111,6 +113,13 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 	if out.OptedIn {
 		out.UID = m.UID
 		out.Labels = c.selectorLabels(m.Labels)
+	}
+	if !out.OptedIn {
+		for _, o := range m.OwnerReferences {
+			if o.Kind == "ControllerRevision" && strings.HasPrefix(o.APIVersion, "apps/") {
+				out.AnchorOwners = append(out.AnchorOwners, o.UID)
+			}
+		}
 	}
 	if out.OptedIn && len(m.OwnerReferences) > 0 {
 		out.RSOwned = plugin.HasReplicaSetOwner(m.OwnerReferences)

@@ -3,6 +3,7 @@ package controllermode
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,46 @@ func TestManyJobsOwnThroughACrowd(t *testing.T) {
 	deleteJobs(t, kube, ns, jobs[len(jobs)-1:])
 	waitGone(t, kube, ns, objs...)
 	mon.check(t, plugin.MaxUserOwners+1)
+}
+
+// Two installations over one namespace (another -selector, as a split by team has): the
+// other one sees this one's anchors in its cache, but not whether their objects' users still
+// need them, so it never deletes them. Here, a crowd anchor that the shared controller keeps
+// for 33 Jobs: to a controller that does not adopt the objects the crowd is not needed, and it
+// would delete it at its first look (the shared controller would then create it again, and
+// every new one would add one more owner to the objects).
+func TestAnotherInstallLeavesTheAnchorsAlone(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	a := newApp(t, e, e.namespace(t), "shared")
+	kube, ns, objs := a.kube, a.ns, a.objects(1)
+	a.createConfig(1)
+	for i := range plugin.MaxUserOwners + 1 {
+		createJob(t, kube, ns, fmt.Sprintf("many-%d", i), podSpec(a.cm(1), a.secret(1)))
+	}
+	var crowds []owner
+	for _, o := range objs {
+		crowds = append(crowds, crOwner(waitAnchor(t, kube, ns, crowdOf(o), 30*time.Second, o)))
+	}
+
+	name := "foreign-" + ns
+	other, err := startController(e.c.Dir, e.bin, name, "-kubeconfig", e.kubeconfig, "-selector", "test/foreign="+ns,
+		"-namespaces", ns, "-leader-elect=false", "-log-level", "debug")
+	t.Cleanup(func() { other.Stop() }) // nil-safe
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.LogLinesOnFailure(t, "controller "+name, other.LogPath, other.Log, ns, 40)
+	// Its first look at the crowds is a second after its first reconcile of their objects.
+	for i, o := range objs {
+		stillThere(t, kube, ns, 4*time.Second, "the other installation does not adopt "+o.String(), crowds[i:i+1], o)
+		if as := anchors(t, kube, ns, crowdOf(o)); len(as) != 1 || as[0].UID != crowds[i].uid {
+			t.Errorf("the crowd anchor of %s: %v, want %s alone (UID %s)", o, anchorNames(as), crowds[i].name, crowds[i].uid)
+		}
+	}
+	if strings.Contains(other.Log(), "deleted the") {
+		t.Errorf("the other installation deleted an anchor:\n%s", other.LogTail(20))
+	}
 }
 
 // crowdOf is the workload annotation of o's crowd anchor.
