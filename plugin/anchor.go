@@ -220,10 +220,10 @@ type AnchorState struct {
 	// own on their own once they are few, and an object whose last Job is gone goes at once, as
 	// it does with Jobs that own it one by one.
 	Crowd bool
-	// Foreign are the anchor's objects that exist, that this controller does not adopt, and
-	// that the anchor owns: another installation's objects (another -selector or -namespaces
-	// over the same namespace), or objects whose opt-in label was removed. This controller
-	// cannot see whether their users still need the anchor, so it is not its to delete.
+	// Foreign are the anchor's objects that are another installation's to decide on (another
+	// -selector or -namespaces over the same namespace, or objects whose opt-in label was
+	// removed): this controller cannot see whether their users still need the anchor, so it is
+	// not its to delete.
 	Foreign []Object
 }
 

@@ -236,18 +236,31 @@ func (c *Controller) unsettled(sc *scope, ns string, anchor *cachedRevision) []p
 	return out
 }
 
-// foreignRefs lists the anchor's objects that exist, that this controller does not adopt, and
-// that the anchor owns: another installation maintains them (or nobody, once their label was
-// removed), and only it can tell whether their users still need the anchor.
+// foreignRefs lists the anchor's objects that are another installation's to decide on: this
+// one cannot see whether their users still need the anchor. An anchor none of whose existing
+// objects this install adopts is wholly another's (or nobody's, once their label was removed),
+// even before it owns any of them: the install that created it adds it as an owner a moment
+// later. Of an anchor this install shares, the objects it does not adopt and the anchor owns.
 func (c *Controller) foreignRefs(ns string, anchor *cachedRevision) []plugin.Object {
-	var out []plugin.Object
+	var others, owned []plugin.Object
+	ours := false
 	for _, o := range anchor.Anchor.Refs {
 		m := c.object(Key{ns, o.Kind, o.Name})
-		if m != nil && !m.Deleting && !m.OptedIn && slices.Contains(m.AnchorOwners, anchor.UID) {
-			out = append(out, o)
+		switch {
+		case m == nil || m.Deleting:
+		case m.OptedIn:
+			ours = true
+		default:
+			others = append(others, o)
+			if slices.Contains(m.AnchorOwners, anchor.UID) {
+				owned = append(owned, o)
+			}
 		}
 	}
-	return out
+	if ours {
+		return owned
+	}
+	return others
 }
 
 // anchorPending is how a workload whose anchor is being created is named among blockers.

@@ -708,3 +708,32 @@ func TestWorkloadsNarrowsAdoption(t *testing.T) {
 		}
 	}
 }
+
+// TestAnotherInstallsAnchorsAreKept: an anchor of objects this install does not adopt (another
+// install's selector) is never this install's to delete, whatever it thinks of the anchor: here
+// a crowd anchor, which this install, seeing no opted-in object, finds unneeded. Both once the
+// anchor owns the object and in the moment after the other install created it, before its
+// patch made it an owner.
+func TestAnotherInstallsAnchorsAreKept(t *testing.T) {
+	for _, owner := range []bool{true, false} {
+		t.Run(fmt.Sprintf("owner=%v", owner), func(t *testing.T) {
+			o := plugin.Object{Kind: plugin.KindConfigMap, Name: "theirs"}
+			cr := plugin.CrowdAnchor(o).ControllerRevision(ns, "uid-ns")
+			cr.UID = "uid-crowd"
+			var owners []metav1.OwnerReference
+			if owner {
+				owners = append(owners, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cr.Name, UID: cr.UID})
+			}
+			h := startWith(t, Config{}, []runtime.Object{cr}, meta("ConfigMap", "theirs", map[string]string{"team": "other"}, owners...))
+			h.settle()
+			time.Sleep(2 * time.Second) // the crowd's look comes a second after the object's reconcile
+			h.settle()
+			if _, err := h.kube.AppsV1().ControllerRevisions(ns).Get(context.Background(), cr.Name, metav1.GetOptions{}); err != nil {
+				t.Fatalf("the other install's crowd anchor: %v", err)
+			}
+			if got := value(h.m.Anchors.WithLabelValues("deleted")); got != 0 {
+				t.Errorf("anchors_total{deleted} = %v, want 0", got)
+			}
+		})
+	}
+}

@@ -18,6 +18,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
 // The capacity model of the controller mode, from BenchmarkControllerScale's leaves: written
@@ -369,6 +371,7 @@ func renderScale(r *results, md scaleModel, doc, chart string) string {
 		md.BaseMiB, md.PerRSKiB, md.PerUnrelatedKiB, md.BaseMiB, md.FileMiB, f1(unrel.unrelated), unrel.m["rss-MiB"]-base.m["rss-MiB"], intsList(md.Fit), md.Check, md.PeakRatio, md.UnrelatedPerRS, md.PerRSKiB+md.UnrelatedPerRS*md.PerUnrelatedKiB)
 	w.p("")
 	renderKinds(&w, r, md)
+	renderCrowd(&w, r)
 	rows = nil
 	for _, p := range append([]*scalePoint{base, unrel}, sizes...) {
 		if p == nil {
@@ -559,6 +562,36 @@ func renderKinds(w *mdWriter, r *results, md scaleModel) {
 			fmt.Sprintf("**%.2f KiB**", md.PerKindKiB[kind]), fmt.Sprintf("%.2f×", md.PerKindKiB[kind]/md.PerRSKiB)})
 	}
 	w.table([]string{"user (with its 2 objects)", "added", "RSS MiB (steady)", "Go heap in use MiB", "cost each", "of a ReplicaSet's"}, rows)
+}
+
+// renderCrowd is what one object's many Jobs cost (the crowd leaf): its owner list bounded, and
+// the floor, one reference per Job.
+func renderCrowd(w *mdWriter, r *results) {
+	var m map[string]float64
+	var leaf string
+	for name, recs := range r.Benchmarks {
+		if strings.HasPrefix(name, "ControllerScale/crowd=") && len(recs) > 0 {
+			m, leaf = recs[len(recs)-1].Metrics, name
+		}
+	}
+	if m == nil {
+		return
+	}
+	w.p("**One object's many Jobs** (the `crowd=%s` leaf: %s Jobs created within %.0f s, all using one opted-in ConfigMap and one Secret, while the install runs at %s ReplicaSets): %d of them own each object one by one and its crowd anchor stands for the rest ([owner lists stay bounded](#owner-lists-stay-bounded)), settled %.1f s after the last Job was created. The floor is the same object with one reference per Job, sized the same way (protobuf, as etcd stores it):",
+		f1(m["crowd-jobs"]), f1(m["crowd-jobs"]), m["crowd-create-s"], f1(m["replicasets"]), plugin.MaxUserOwners, m["crowd-settled-s"])
+	w.p("")
+	w.table([]string{"", "configmap-attacher", "one reference per Job (floor)"}, [][]string{
+		{"owner references on the object", f1(m["crowd-owners"]), f1(m["crowd-uncapped-owners"])},
+		{"the object's size", fmt.Sprintf("%s bytes", f1(m["crowd-bytes"])), fmt.Sprintf("%s bytes", f1(m["crowd-uncapped-bytes"]))},
+		{"the garbage collector's live reads of owners when one owner is deleted", f1(m["crowd-owners"]), f1(m["crowd-uncapped-owners"])},
+	})
+	by := ""
+	if recs := r.leaf(leaf); len(recs[len(recs)-1].Requests) > 0 {
+		by = ": " + breakdown(recs[len(recs)-1].Requests)
+	}
+	w.p("The install sent %s requests for them (%s patches)%s, and its RSS grew by %.1f MiB (%.2f KiB per Job: the Jobs in its template cache).",
+		f1(m["crowd-requests"]), f1(m["crowd-patches"]), by, m["crowd-rss-MiB"], m["crowd-rss-MiB"]*1024/m["crowd-jobs"])
+	w.p("")
 }
 
 // unrelatedShare is the unrelated objects of an install with n of the last size's ReplicaSets:

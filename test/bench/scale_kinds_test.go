@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
 const (
@@ -185,4 +190,154 @@ func (e *scaleEnv) addAnchored(b *testing.B, n int) {
 	})
 	e.anchors += n
 	e.optedIn += 2 * n
+}
+
+// scaleCrowd Jobs use one ConfigMap and one Secret (the crowd leaf): a CronJob with a long
+// history, a Job fan-out.
+const scaleCrowd = 1000
+
+// crowd creates scaleCrowd Jobs that all use one opted-in ConfigMap and Secret while an
+// install runs at the largest size (every other object owned already), and records what their
+// owner lists cost: plugin.MaxUserOwners Jobs own each object one by one and the crowd anchor
+// stands for the rest, against one reference per Job without the cap (the floor: the same
+// object with every Job's reference, sized the same way). The garbage collector reads every
+// owner live when one of them is deleted, so the owner count is also its reads per deletion.
+func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
+	b.Helper()
+	rec := &record{Metrics: map[string]float64{"replicasets": float64(rsTotal), "crowd-jobs": float64(n)}}
+	t0 := time.Now()
+	p := e.startScaleCtl(b, "configmap-attacher", nil)
+	p.waitReady(b)
+	p.waitReconciled(b, e.optedIn, 0, t0)
+	time.Sleep(5 * time.Second)
+	before, rssBefore := p.scrape(b), usageOf(p.PID()).RSSMiB
+
+	ns := e.nss[0]
+	ctx, cancel := e.ctx()
+	err := e.createOptedIn(ctx, ns, "crowd-c", "crowd-s")
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var refs []metav1.OwnerReference
+	t1 := time.Now()
+	g := new(errgroup.Group)
+	g.SetLimit(48)
+	for i := range n {
+		g.Go(func() error {
+			ctx, cancel := e.ctx()
+			defer cancel()
+			spec := ctlSpec([]string{"crowd-c"}, []string{"crowd-s"})
+			spec.RestartPolicy = corev1.RestartPolicyNever
+			j, err := e.kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crowd-job%d", i)},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}}}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("create Job %s/crowd-job%d: %w", ns, i, err)
+			}
+			mu.Lock()
+			refs = append(refs, metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID})
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	created := time.Since(t1)
+
+	// Settled: each object owned by its crowd anchor and by MaxUserOwners Jobs, and so for 5 s.
+	var cm *corev1.ConfigMap
+	var sec *corev1.Secret
+	var stableSince time.Time
+	last := ""
+	for {
+		ctx, cancel := e.ctx()
+		var err1, err2 error
+		cm, err1 = e.kube.CoreV1().ConfigMaps(ns).Get(ctx, "crowd-c", metav1.GetOptions{})
+		sec, err2 = e.kube.CoreV1().Secrets(ns).Get(ctx, "crowd-s", metav1.GetOptions{})
+		cancel()
+		if err1 != nil || err2 != nil {
+			b.Fatalf("reading the crowd's objects: %v, %v", err1, err2)
+		}
+		state := ownerKinds(cm.OwnerReferences) + "/" + ownerKinds(sec.OwnerReferences)
+		want := fmt.Sprintf("1 ControllerRevision + %d Job", plugin.MaxUserOwners)
+		switch {
+		case state != last:
+			last, stableSince = state, time.Now()
+		case state == want+"/"+want && time.Since(stableSince) > 5*time.Second:
+			rec.Metrics["crowd-settled-s"] = time.Since(t1).Seconds() - 5
+		}
+		if rec.Metrics["crowd-settled-s"] > 0 {
+			break
+		}
+		if time.Since(t1) > 5*time.Minute {
+			b.Fatalf("the crowd's objects not settled 5m after %d Jobs: owners %s, want %s each", n, state, want)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	after, rssAfter := p.scrape(b), usageOf(p.PID()).RSSMiB
+	req, total := requestsBetween(before, after)
+	p.Stop()
+
+	// The floor: the same objects with one reference per Job (and their other owners).
+	uncappedCM := cm.DeepCopy()
+	uncappedCM.OwnerReferences = withJobs(uncappedCM.OwnerReferences, refs)
+	uncappedSec := sec.DeepCopy()
+	uncappedSec.OwnerReferences = withJobs(uncappedSec.OwnerReferences, refs)
+	rec.Requests = req
+	rec.Metrics["crowd-create-s"] = created.Seconds()
+	rec.Metrics["crowd-owners"] = float64(max(len(cm.OwnerReferences), len(sec.OwnerReferences)))
+	rec.Metrics["crowd-uncapped-owners"] = float64(max(len(uncappedCM.OwnerReferences), len(uncappedSec.OwnerReferences)))
+	rec.Metrics["crowd-bytes"] = float64(max(cm.Size(), sec.Size()))
+	rec.Metrics["crowd-uncapped-bytes"] = float64(max(uncappedCM.Size(), uncappedSec.Size()))
+	rec.Metrics["crowd-requests"] = total
+	for k, v := range req {
+		if strings.HasPrefix(k, "patch ") {
+			rec.Metrics["crowd-patches"] += float64(v)
+		}
+	}
+	rec.Metrics["crowd-rss-MiB"] = rssAfter - rssBefore
+	b.Logf("%d Jobs using one ConfigMap and Secret: created in %v, settled %.1fs later; %v owners (%v bytes) against %v (%v bytes) one by one; %v requests (%s); RSS %+.1f MiB",
+		n, created.Round(time.Millisecond), rec.Metrics["crowd-settled-s"], rec.Metrics["crowd-owners"], rec.Metrics["crowd-bytes"],
+		rec.Metrics["crowd-uncapped-owners"], rec.Metrics["crowd-uncapped-bytes"], total, breakdown(req), rec.Metrics["crowd-rss-MiB"])
+	run.add(b, rec)
+}
+
+// ownerKinds is "1 ControllerRevision + 32 Job": how many owners of each kind refs has.
+func ownerKinds(refs []metav1.OwnerReference) string {
+	n := map[string]int{}
+	var kinds []string
+	for _, r := range refs {
+		if n[r.Kind] == 0 {
+			kinds = append(kinds, r.Kind)
+		}
+		n[r.Kind]++
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%d %s", n[k], k)
+	}
+	return strings.Join(parts, " + ")
+}
+
+// withJobs is refs without its crowd anchor, with every Job of jobs it lacks: the owner list
+// one reference per Job would make.
+func withJobs(refs, jobs []metav1.OwnerReference) []metav1.OwnerReference {
+	have := map[types.UID]bool{}
+	var out []metav1.OwnerReference
+	for _, r := range refs {
+		if r.Kind != "ControllerRevision" {
+			out = append(out, r)
+			have[r.UID] = true
+		}
+	}
+	for _, j := range jobs {
+		if !have[j.UID] {
+			out = append(out, j)
+		}
+	}
+	return out
 }

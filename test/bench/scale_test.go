@@ -505,7 +505,8 @@ func heapMiB(m map[string]float64) float64 {
 
 // BenchmarkControllerScale: see the file comment. Leaves, in order: replicasets=0 (empty
 // cluster), unrelated-only, replicasets=<n> for each size, split=2 (the largest size served by
-// two installs, each with half of the namespaces, its own Lease and metrics).
+// two installs, each with half of the namespaces, its own Lease and metrics), crowd=<n> (one
+// object's many Jobs, scale_kinds_test.go).
 func BenchmarkControllerScale(b *testing.B) {
 	if os.Getenv(envScale) != "1" {
 		b.Skipf("long (about an hour): make bench-scale (%s=1)", envScale)
@@ -702,6 +703,12 @@ func BenchmarkControllerScale(b *testing.B) {
 	b.Run("split=2", func(b *testing.B) {
 		for b.Loop() {
 			e.split(b, have)
+		}
+	})
+	// Last, so that no point above counts its Jobs: one object's many Jobs.
+	b.Run(fmt.Sprintf("crowd=%d", scaleCrowd), func(b *testing.B) {
+		for b.Loop() {
+			e.crowd(b, have, scaleCrowd)
 		}
 	})
 }
