@@ -577,8 +577,8 @@ func renderCrowd(w *mdWriter, r *results) {
 	if m == nil {
 		return
 	}
-	w.p("**One object's many Jobs** (the `crowd=%s` leaf: %s Jobs created within %.0f s, all using one opted-in ConfigMap and one Secret, while the install runs at %s ReplicaSets): %d of them own each object one by one and its crowd anchor stands for the rest ([owner lists stay bounded](#owner-lists-stay-bounded)), settled %.1f s after the last Job was created. The floor is the same object with one reference per Job, sized the same way (protobuf, as etcd stores it):",
-		f1(m["crowd-jobs"]), f1(m["crowd-jobs"]), m["crowd-create-s"], f1(m["replicasets"]), plugin.MaxUserOwners, m["crowd-settled-s"])
+	w.p("**One object's many Jobs** (the `crowd=%s` leaf: %s Jobs created within %.0f s, all using one opted-in ConfigMap and one Secret, while the install runs at %s ReplicaSets): %s of them (those that owned the objects before they were more than %d) own each object one by one and its crowd anchor stands for the rest ([owner lists stay bounded](#owner-lists-stay-bounded)), settled %.1f s after the last Job was created. The floor is the same object with one reference per Job, sized the same way (protobuf, as etcd stores it):",
+		f1(m["crowd-jobs"]), f1(m["crowd-jobs"]), m["crowd-create-s"], f1(m["replicasets"]), f1(m["crowd-job-owners"]), plugin.MaxUserOwners, m["crowd-settled-s"])
 	w.p("")
 	w.table([]string{"", "configmap-attacher", "one reference per Job (floor)"}, [][]string{
 		{"owner references on the object", f1(m["crowd-owners"]), f1(m["crowd-uncapped-owners"])},

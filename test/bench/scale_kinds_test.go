@@ -246,7 +246,8 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 	}
 	created := time.Since(t1)
 
-	// Settled: each object owned by its crowd anchor and by MaxUserOwners Jobs, and so for 5 s.
+	// Settled: each object owned by its crowd anchor and by at most MaxUserOwners Jobs (those
+	// that owned it before the crowd was called), and so for 5 s.
 	var cm *corev1.ConfigMap
 	var sec *corev1.Secret
 	var stableSince time.Time
@@ -260,19 +261,15 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 		if err1 != nil || err2 != nil {
 			b.Fatalf("reading the crowd's objects: %v, %v", err1, err2)
 		}
-		state := ownerKinds(cm.OwnerReferences) + "/" + ownerKinds(sec.OwnerReferences)
-		want := fmt.Sprintf("1 ControllerRevision + %d Job", plugin.MaxUserOwners)
-		switch {
-		case state != last:
+		state := ownerKinds(cm.OwnerReferences) + " / " + ownerKinds(sec.OwnerReferences)
+		if state != last {
 			last, stableSince = state, time.Now()
-		case state == want+"/"+want && time.Since(stableSince) > 5*time.Second:
-			rec.Metrics["crowd-settled-s"] = time.Since(t1).Seconds() - 5
-		}
-		if rec.Metrics["crowd-settled-s"] > 0 {
+		} else if crowdSettled(cm.OwnerReferences) && crowdSettled(sec.OwnerReferences) && time.Since(stableSince) > 5*time.Second {
+			rec.Metrics["crowd-settled-s"] = max(0, stableSince.Sub(t1).Seconds()-created.Seconds())
 			break
 		}
 		if time.Since(t1) > 5*time.Minute {
-			b.Fatalf("the crowd's objects not settled 5m after %d Jobs: owners %s, want %s each", n, state, want)
+			b.Fatalf("the crowd's objects not settled 5m after %d Jobs: owners %s; want a ControllerRevision (the crowd) and at most %d Jobs each", n, state, plugin.MaxUserOwners)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -289,6 +286,7 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 	rec.Requests = req
 	rec.Metrics["crowd-create-s"] = created.Seconds()
 	rec.Metrics["crowd-owners"] = float64(max(len(cm.OwnerReferences), len(sec.OwnerReferences)))
+	rec.Metrics["crowd-job-owners"] = float64(max(kindCount(cm.OwnerReferences, "Job"), kindCount(sec.OwnerReferences, "Job")))
 	rec.Metrics["crowd-uncapped-owners"] = float64(max(len(uncappedCM.OwnerReferences), len(uncappedSec.OwnerReferences)))
 	rec.Metrics["crowd-bytes"] = float64(max(cm.Size(), sec.Size()))
 	rec.Metrics["crowd-uncapped-bytes"] = float64(max(uncappedCM.Size(), uncappedSec.Size()))
@@ -303,6 +301,24 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 		n, created.Round(time.Millisecond), rec.Metrics["crowd-settled-s"], rec.Metrics["crowd-owners"], rec.Metrics["crowd-bytes"],
 		rec.Metrics["crowd-uncapped-owners"], rec.Metrics["crowd-uncapped-bytes"], total, breakdown(req), rec.Metrics["crowd-rss-MiB"])
 	run.add(b, rec)
+}
+
+// crowdSettled reports whether refs are a crowd's: one ControllerRevision and at most
+// MaxUserOwners Jobs.
+func crowdSettled(refs []metav1.OwnerReference) bool {
+	crs, jobs := kindCount(refs, "ControllerRevision"), kindCount(refs, "Job")
+	return crs == 1 && jobs <= plugin.MaxUserOwners && crs+jobs == len(refs)
+}
+
+// kindCount is how many of refs are of kind.
+func kindCount(refs []metav1.OwnerReference, kind string) int {
+	n := 0
+	for _, r := range refs {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // ownerKinds is "1 ControllerRevision + 32 Job": how many owners of each kind refs has.
