@@ -589,8 +589,8 @@ func renderCrowd(w *mdWriter, r *results) {
 	if recs := r.leaf(leaf); len(recs[len(recs)-1].Requests) > 0 {
 		by = ": " + breakdown(recs[len(recs)-1].Requests)
 	}
-	w.p("The install sent %s requests for them (%s patches)%s, and its RSS grew by %.1f MiB (%.2f KiB per Job: the Jobs in its template cache).",
-		f1(m["crowd-requests"]), f1(m["crowd-patches"]), by, m["crowd-rss-MiB"], m["crowd-rss-MiB"]*1024/m["crowd-jobs"])
+	w.p("The install sent %s requests for them (%s patches)%s. Its Go heap in use grew by %.1f MiB (%.2f KiB per Job: the Jobs in its template cache) and its RSS by %.1f MiB (the burst of %s Job events within seconds; the Job leaf above is the steady cost).",
+		f1(m["crowd-requests"]), f1(m["crowd-patches"]), by, m["crowd-heap-MiB"], m["crowd-heap-MiB"]*1024/m["crowd-jobs"], m["crowd-rss-MiB"], f1(m["crowd-jobs"]))
 	w.p("")
 }
 
