@@ -23,7 +23,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm argocd
 # The oldest Kubernetes the tests run (test/support/cluster OldKubeVersion, the chart's
 # kubeVersion floor): its control plane, built from its own modules into kube-$(OLD_KUBE_VERSION).
-OLD_KUBE_VERSION ?= v1.31.14
+OLD_KUBE_VERSION ?= v1.31.13
 OLD_KUBE_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 

@@ -19,7 +19,8 @@ import (
 
 // TestOldestKubernetes makes the chart's kubeVersion floor a tested fact: on a control plane of
 // cluster.OldKubeVersion (kube-apiserver and kube-controller-manager built from its modules),
-// helm installs the chart and its controller adopts an opted-in ConfigMap of a Deployment's
+// the chart with every knob set passes a server-side dry run (this version's schemas), helm
+// installs the chart and its controller adopts an opted-in ConfigMap of a Deployment's
 // ReplicaSet under the chart's RBAC (helmInstall: the same checks as TestHelmInstall), and the
 // step plugin, run by the real Argo Rollouts controller, attaches a Rollout's ConfigMap to the
 // new ReplicaSet. Once each: the full matrix runs on cluster.KubeVersion.
@@ -60,6 +61,16 @@ func TestOldestKubernetes(t *testing.T) {
 		}
 	})
 
+	// Every knob of the chart at once, against this version's schemas (the monitoring objects
+	// against the prometheus-operator CRDs).
+	t.Run("every-knob-server-dry-run", func(t *testing.T) {
+		prepareDryRun(t, c)
+		objs, out, err := render(t, everyKnob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverDryRun(t, c, objs, out)
+	})
 	t.Run("helm-install-adoption", func(t *testing.T) {
 		helmInstall(t, c, bin, func(string) string { return "" })
 	})

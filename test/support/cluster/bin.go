@@ -16,11 +16,13 @@ import (
 // unless Options.KubeVersion names another.
 const KubeVersion = "v1.34.5"
 
-// OldKubeVersion is the oldest Kubernetes version the tests run (the latest v1.31 patch the
-// module proxy serves): the chart's kubeVersion floor. Its binaries are built like
+// OldKubeVersion is the oldest Kubernetes version the tests run: the chart's kubeVersion floor.
+// It is the latest v1.31 patch whose modules the module proxy serves in full: it lists
+// k8s.io/kubernetes v1.31.14, but answers 403 for that patch's k8s.io/kube-controller-manager,
+// k8s.io/endpointslice and k8s.io/kube-scheduler v0.31.14, which kube-controller-manager imports. Its binaries are built like
 // KubeVersion's, into their own cache directory; test/chart installs the chart on it and runs
 // the controller's adoption and the step's attach once.
-const OldKubeVersion = "v1.31.14"
+const OldKubeVersion = "v1.31.13"
 
 // KubeVersions are the Kubernetes versions the tests run, newest first.
 var KubeVersions = []string{KubeVersion, OldKubeVersion}

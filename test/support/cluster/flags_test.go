@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -53,4 +54,23 @@ func checkFlags(t *testing.T, bin string, args []string) string {
 		}
 	}
 	return help
+}
+
+// TestKubeVersionPins: the versions `make binaries` builds (the Makefile's OLD_KUBE_VERSION,
+// the script's default KUBE_VERSION) are the ones the tests start, so a warm `make test` never
+// builds a control plane inside a test's timeout.
+func TestKubeVersionPins(t *testing.T) {
+	for _, pin := range []struct{ file, re, want string }{
+		{"Makefile", `(?m)^OLD_KUBE_VERSION \?= (\S+)$`, OldKubeVersion},
+		{filepath.Join("hack", "build-binaries.sh"), `(?m)^KUBE_VERSION="\$\{KUBE_VERSION:-(\S+)\}"$`, KubeVersion},
+	} {
+		b, err := os.ReadFile(filepath.Join(RepoRoot(), pin.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(pin.re).FindSubmatch(b)
+		if m == nil || string(m[1]) != pin.want {
+			t.Errorf("%s: %s matches %q, want %s", pin.file, pin.re, m, pin.want)
+		}
+	}
 }
