@@ -216,7 +216,7 @@ build() { # name outdir logfile cmd...
   if ! "$@" >"$log" 2>&1 8>&- 9>&-; then
     echo "[$i/$n] FAILED to build $name after $(( $(date +%s) - t0 ))s; last lines of $log:" >&2
     tail -n 30 "$log" >&2
-    echo "retry with: $0 $name" >&2
+    if is_kube "$name"; then echo "retry with: KUBE_VERSION=$KUBE_VERSION $0 $name" >&2; else echo "retry with: $0 $name" >&2; fi
     exit 1
   fi
   echo "[$i/$n] built $name in $(( $(date +%s) - t0 ))s: $out/$name"
