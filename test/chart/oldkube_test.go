@@ -122,7 +122,7 @@ func stepAttachOnce(t *testing.T, c *cluster.Cluster) {
 	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: v1alpha1.RolloutSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: template(1), Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{Steps: steps(1)}}}}
-	if ro, err = rc.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
+	if _, err := rc.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cluster.WaitUntil(t, ctx, 100*time.Millisecond, "Rollout web Healthy at revision 1", func() (bool, string) {

@@ -26,11 +26,11 @@ func (f cliFlag) in(minor int) bool { return minor >= f.since && (f.until == 0 |
 func kubeMinor(version string) (int, error) {
 	parts := strings.Split(strings.TrimPrefix(version, "v"), ".")
 	if len(parts) != 3 || parts[0] != "1" {
-		return 0, fmt.Errorf("Kubernetes version %q: want v1.N.P", version)
+		return 0, fmt.Errorf("kube version %q: want v1.N.P", version)
 	}
 	n, err := strconv.Atoi(parts[1])
 	if err != nil {
-		return 0, fmt.Errorf("Kubernetes version %q: minor %q: %w", version, parts[1], err)
+		return 0, fmt.Errorf("kube version %q: minor %q: %w", version, parts[1], err)
 	}
 	return n, nil
 }

@@ -129,7 +129,7 @@ func missing(dir string) []string {
 
 func findBinDir(version string) (string, error) {
 	if !slices.Contains(KubeVersions, version) {
-		return "", fmt.Errorf("Kubernetes %q: not one of the tested versions %v", version, KubeVersions)
+		return "", fmt.Errorf("kube version %q: not one of the tested versions %v (cluster.KubeVersions)", version, KubeVersions)
 	}
 	if d := os.Getenv("CMA_KUBE_BIN_DIR"); d != "" && version == KubeVersion {
 		if m := missing(d); len(m) > 0 {
