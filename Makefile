@@ -21,6 +21,10 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 # The control-plane parts the integration and end-to-end tests start (built from Go modules,
 # cached under $$HOME/.cache/configmap-attacher).
 TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm argocd
+# The oldest Kubernetes the tests run (test/support/cluster OldKubeVersion, the chart's
+# kubeVersion floor): its control plane, built from its own modules into kube-$(OLD_KUBE_VERSION).
+OLD_KUBE_VERSION ?= v1.31.13
+OLD_KUBE_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
 .PHONY: build check test unit lint release binaries demo demo-argocd clean fuzz bench bench-scale image soak docs
@@ -50,9 +54,14 @@ unit:
 	go test -race -count=1 ./plugin/... ./rpc/...
 
 ## binaries: build (or find cached) etcd, kube-apiserver, kube-controller-manager, kubectl
-## and the Argo Rollouts controllers from Go modules.
+## and the Argo Rollouts controllers from Go modules, and the older control plane
+## (OLD_KUBE_VERSION) beside them: two builds at once (the script's locks allow it), as the
+## cold builds spend part of their time in module downloads and single-threaded links (their
+## lines name each binary's directory, kube-<version>). Fails when either fails.
 binaries:
-	hack/build-binaries.sh $(TEST_COMPONENTS)
+	hack/build-binaries.sh $(TEST_COMPONENTS) & main=$$!; \
+	KUBE_VERSION=$(OLD_KUBE_VERSION) hack/build-binaries.sh $(OLD_KUBE_COMPONENTS) & old=$$!; \
+	s=0; wait $$main || s=1; wait $$old || s=1; exit $$s
 
 ## demo: the README's "run it": a local control plane with the real Argo Rollouts controller
 ## and the plugin; a canary Rollout through 4 revisions, printing which ReplicaSet owns which

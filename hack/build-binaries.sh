@@ -8,6 +8,9 @@
 # their pinned versions, so a warm run only checks that the files exist.
 #
 # Usage: hack/build-binaries.sh [component...]   (default: all)
+#        KUBE_VERSION=v1.31.13 hack/build-binaries.sh etcd kube-apiserver kube-controller-manager kubectl
+#          (the oldest control plane the tests run, test/support/cluster OldKubeVersion: its own
+#          wrapper module, build log names and lock, so it builds beside a run for the default one)
 # Prints the directory holding the binaries of each version on its last line per component.
 set -euo pipefail
 
@@ -21,21 +24,31 @@ export GOTOOLCHAIN="${GOTOOLCHAIN_BUILD:-go1.26.11}"
 export GOFLAGS=-mod=mod
 mkdir -p "$CACHE/logs"
 
-# One run at a time per cache: concurrent runs (parallel test packages each finding a binary
-# missing, or `make` next to a test) would write the same *.tmp outputs, go.sum files and
-# wrapper directories (rollouts_wrapper rm -rf's its directory). Later runs wait, then find
-# the binaries cached.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$CACHE/.build.lock"
-  if ! flock -n 9; then
-    echo "waiting for another build-binaries.sh run (lock $CACHE/.build.lock) ..."
-    flock 9
-  fi
-fi
-
 all=(etcd kube-apiserver kube-controller-manager kubectl rollouts-controller rollouts-controller-old helm argocd)
 comps=("$@")
 [ ${#comps[@]} -eq 0 ] && comps=("${all[@]}")
+is_kube() { case "$1" in etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) return 0;; esac; return 1; }
+
+# One run at a time per cache and Kubernetes version: concurrent runs (parallel test packages
+# each finding a binary missing, or `make` next to a test) would write the same *.tmp outputs,
+# go.sum files and wrapper directories (rollouts_wrapper rm -rf's its directory). The kube
+# components of one KUBE_VERSION (their own wrapper module, output directory and logs) take
+# that version's lock, every other component the cache's lock, always in that order, so two
+# Kubernetes versions build at once and nothing else does. Later runs wait, then find the
+# binaries cached.
+take_lock() { # fd file
+  eval "exec $1>\"\$2\""
+  if ! flock -n "$1"; then
+    echo "waiting for another build-binaries.sh run (lock $2) ..."
+    flock "$1"
+  fi
+}
+if command -v flock >/dev/null 2>&1; then
+  need_kube=false need_other=false
+  for c in "${comps[@]}"; do if is_kube "$c"; then need_kube=true; else need_other=true; fi; done
+  if $need_kube; then take_lock 8 "$CACHE/.build-kube-$KUBE_VERSION.lock"; fi
+  if $need_other; then take_lock 9 "$CACHE/.build.lock"; fi
+fi
 
 kube_minor() { local v="${KUBE_VERSION#v}"; echo "${v#*.}" | cut -d. -f1; }
 kube_dir="$CACHE/kube-$KUBE_VERSION"
@@ -200,13 +213,13 @@ build() { # name outdir logfile cmd...
   mkdir -p "$out"
   local t0=$(date +%s)
   echo "[$i/$n] building $name (log: $log) ... elapsed so far $(( t0 - start_all ))s"
-  if ! "$@" >"$log" 2>&1 9>&-; then
+  if ! "$@" >"$log" 2>&1 8>&- 9>&-; then
     echo "[$i/$n] FAILED to build $name after $(( $(date +%s) - t0 ))s; last lines of $log:" >&2
     tail -n 30 "$log" >&2
-    echo "retry with: $0 $name" >&2
+    if is_kube "$name"; then echo "retry with: KUBE_VERSION=$KUBE_VERSION $0 $name" >&2; else echo "retry with: $0 $name" >&2; fi
     exit 1
   fi
-  echo "[$i/$n] built $name in $(( $(date +%s) - t0 ))s"
+  echo "[$i/$n] built $name in $(( $(date +%s) - t0 ))s: $out/$name"
 }
 
 n=${#comps[@]}; i=0
@@ -215,13 +228,13 @@ for c in "${comps[@]}"; do
   case "$c" in
     etcd)
       w=$(kube_wrapper)
-      build etcd "$kube_dir" "$CACHE/logs/etcd.log" \
+      build etcd "$kube_dir" "$CACHE/logs/etcd-$KUBE_VERSION.log" \
         bash -c "cd '$w' && go build -trimpath -ldflags '-s -w' -o '$kube_dir/etcd.tmp' go.etcd.io/etcd/server/v3 && mv '$kube_dir/etcd.tmp' '$kube_dir/etcd'" ;;
     kube-apiserver|kube-controller-manager|kubectl|kube-scheduler)
       w=$(kube_wrapper)
       ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(kube_minor)"
       ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(kube_minor)"
-      build "$c" "$kube_dir" "$CACHE/logs/$c.log" \
+      build "$c" "$kube_dir" "$CACHE/logs/$c-$KUBE_VERSION.log" \
         bash -c "cd '$w' && go build -trimpath -ldflags '$ld' -o '$kube_dir/$c.tmp' k8s.io/kubernetes/cmd/$c && mv '$kube_dir/$c.tmp' '$kube_dir/$c'" ;;
     rollouts-controller|rollouts-controller-old)
       v="$ROLLOUTS_VERSION"; [ "$c" = rollouts-controller-old ] && v="$ROLLOUTS_OLD_VERSION"

@@ -181,26 +181,28 @@ func readChartYAML(t *testing.T) chartYAML {
 	return c
 }
 
-// TestChartMetadata: kubeVersion is the range the tests cover (from the Kubernetes version the
-// control plane is built at, which docs/changelog.md's compatibility table names), and helm
-// enforces it: the tested version renders, the minor before it is refused with helm's message.
-// Artifact Hub's image is values.yaml's repository at the appVersion tag; the maintainers and
-// links are there.
+// TestChartMetadata: kubeVersion is the range the tests cover: from the oldest Kubernetes a
+// control plane is built at (cluster.OldKubeVersion, TestOldestKubernetes) up, each tested
+// version named in docs/changelog.md's compatibility table; and helm enforces it: every tested
+// version renders, the minor before the oldest is refused with helm's message. Artifact Hub's
+// image is values.yaml's repository at the appVersion tag; the maintainers and links are there.
 func TestChartMetadata(t *testing.T) {
 	c := readChartYAML(t)
-	minor := strings.Join(strings.Split(strings.TrimPrefix(cluster.KubeVersion, "v"), ".")[:2], ".")
+	minor := strings.Join(strings.Split(strings.TrimPrefix(cluster.OldKubeVersion, "v"), ".")[:2], ".")
 	if want := ">=" + minor + ".0-0"; c.KubeVersion != want {
-		t.Errorf("Chart.yaml kubeVersion %q, want %q (the tests run on Kubernetes %s only)", c.KubeVersion, want, cluster.KubeVersion)
+		t.Errorf("Chart.yaml kubeVersion %q, want %q (the oldest Kubernetes the tests run on is %s)", c.KubeVersion, want, cluster.OldKubeVersion)
 	}
 	changelog, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "changelog.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(changelog), "tested with "+cluster.KubeVersion) {
-		t.Errorf("docs/changelog.md's compatibility table does not say Kubernetes %s is tested", cluster.KubeVersion)
-	}
-	if _, err := helm(t, "", "template", "rel", chartDir(), "--kube-version", cluster.KubeVersion); err != nil {
-		t.Errorf("the tested Kubernetes %s: %v", cluster.KubeVersion, err)
+	for _, v := range cluster.KubeVersions {
+		if !strings.Contains(string(changelog), "tested with "+v) {
+			t.Errorf("docs/changelog.md's compatibility table does not say Kubernetes %s is tested", v)
+		}
+		if _, err := helm(t, "", "template", "rel", chartDir(), "--kube-version", v); err != nil {
+			t.Errorf("the tested Kubernetes %s: %v", v, err)
+		}
 	}
 	// Without --kube-version helm assumes its own client-go's minor (as the released binaries do).
 	if _, err := helm(t, "", "template", "rel", chartDir()); err != nil {

@@ -2,8 +2,102 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 )
+
+// cliFlag is one command-line flag the harness passes to a control-plane binary, with the
+// Kubernetes minor versions (1.N) whose binary has it. A binary refuses a flag it does not know
+// ("unknown flag") and exits, so a flag is passed only to the versions that have it; since and
+// until are checked against every built version's --help by TestHarnessFlagsKnown.
+type cliFlag struct {
+	arg string
+	// since is the first minor whose binary has the flag (0: every version in KubeVersions);
+	// until, when not 0, the last.
+	since, until int
+}
+
+// in reports whether the binary of Kubernetes 1.minor has the flag.
+func (f cliFlag) in(minor int) bool { return minor >= f.since && (f.until == 0 || minor <= f.until) }
+
+// kubeMinor is N of "v1.N.P".
+func kubeMinor(version string) (int, error) {
+	parts := strings.Split(strings.TrimPrefix(version, "v"), ".")
+	if len(parts) != 3 || parts[0] != "1" {
+		return 0, fmt.Errorf("kube version %q: want v1.N.P", version)
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return 0, fmt.Errorf("kube version %q: minor %q: %w", version, parts[1], err)
+	}
+	return n, nil
+}
+
+// forVersion returns the arguments of flags that version's binary has.
+func forVersion(version string, flags []cliFlag) ([]string, error) {
+	minor, err := kubeMinor(version)
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, f := range flags {
+		if f.in(minor) {
+			args = append(args, f.arg)
+		}
+	}
+	return args, nil
+}
+
+// apiserverFlags are kube-apiserver's flags (Options.ExtraAPIServerArgs are appended as given).
+func (c *Cluster) apiserverFlags(port int) []cliFlag {
+	return []cliFlag{
+		{arg: "--bind-address=127.0.0.1"}, {arg: "--advertise-address=127.0.0.1"},
+		{arg: "--secure-port=" + strconv.Itoa(port)},
+		{arg: "--etcd-servers=" + c.EtcdURL},
+		{arg: "--cert-dir=" + c.Dir},
+		{arg: "--client-ca-file=" + c.pki.caFile},
+		{arg: "--tls-cert-file=" + c.pki.servingCertFile}, {arg: "--tls-private-key-file=" + c.pki.servingKeyFile},
+		{arg: "--service-account-key-file=" + c.pki.saPubFile},
+		{arg: "--service-account-signing-key-file=" + c.pki.saKeyFile},
+		{arg: "--service-account-issuer=https://kubernetes.default.svc.cluster.local"},
+		{arg: "--service-cluster-ip-range=10.0.0.0/24"},
+		{arg: "--authorization-mode=RBAC"},
+		// Without it the log fills with errors about the loopback endpoint.
+		{arg: "--endpoint-reconciler-type=none"},
+		{arg: "--allow-privileged=true"},
+		{arg: "--profiling=false"},
+	}
+}
+
+// apiserverArgs is the kube-apiserver command line for c.KubeVersion.
+func (c *Cluster) apiserverArgs(port int) ([]string, error) {
+	args, err := forVersion(c.KubeVersion, c.apiserverFlags(port))
+	if err != nil {
+		return nil, err
+	}
+	return append(args, c.opts.ExtraAPIServerArgs...), nil
+}
+
+// controllerManagerFlags are kube-controller-manager's flags.
+func (c *Cluster) controllerManagerFlags() []cliFlag {
+	return []cliFlag{
+		{arg: "--kubeconfig=" + c.KubeconfigPath},
+		{arg: "--secure-port=0"},
+		{arg: "--leader-elect=false"},
+		{arg: "--controllers=" + strings.Join(append(append([]string(nil), Controllers...), c.opts.ExtraControllers...), ",")},
+		{arg: "--service-account-private-key-file=" + c.pki.saKeyFile},
+		{arg: "--root-ca-file=" + c.pki.caFile},
+		{arg: "--use-service-account-credentials=false"},
+		{arg: "--cluster-name=cma-test"},
+	}
+}
+
+// controllerManagerArgs is the kube-controller-manager command line for c.KubeVersion.
+func (c *Cluster) controllerManagerArgs() ([]string, error) {
+	return forVersion(c.KubeVersion, c.controllerManagerFlags())
+}
 
 var (
 	baseArgsMu sync.Mutex

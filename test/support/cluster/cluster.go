@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +38,18 @@ type Options struct {
 	// ExtraControllers are kube-controller-manager controllers run beside Controllers, e.g.
 	// "job-controller" for Jobs that complete (with FakeKubelet.RunImage).
 	ExtraControllers []string
+	// KubeVersion is the Kubernetes version of the cluster's binaries, one of KubeVersions
+	// (OldKubeVersion for the oldest the project supports); empty: KubeVersion. The
+	// harness's own flags follow it (see apiserverArgs); ExtraAPIServerArgs are passed as given.
+	KubeVersion string
+}
+
+// kubeVersion is o.KubeVersion or the default.
+func (o Options) kubeVersion() string {
+	if o.KubeVersion == "" {
+		return KubeVersion
+	}
+	return o.KubeVersion
 }
 
 // Cluster is a running control plane. Its fields are read-only.
@@ -52,6 +63,8 @@ type Cluster struct {
 	Dir string
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kubectl.
 	BinDir string
+	// KubeVersion is the Kubernetes version the cluster runs (Options.KubeVersion).
+	KubeVersion string
 	// Host is the apiserver URL, https://127.0.0.1:<port>.
 	Host string
 	// EtcdURL is the etcd client URL, http://127.0.0.1:<port>.
@@ -68,13 +81,13 @@ type Cluster struct {
 // binaries are unavailable (see BinDir) and fails it when the cluster does not come up.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	bin := BinDir(t)
+	bin := BinDirFor(t, opts.kubeVersion())
 	start := time.Now()
 	c, err := start1(bin, opts)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
-	t.Logf("cluster up in %v: %s (state %s)", time.Since(start).Round(time.Millisecond), c.Host, c.Dir)
+	t.Logf("cluster (Kubernetes %s) up in %v: %s (state %s)", c.KubeVersion, time.Since(start).Round(time.Millisecond), c.Host, c.Dir)
 	t.Cleanup(func() {
 		c.stop()
 		if t.Failed() || os.Getenv("CMA_KEEP_CLUSTER_DIR") == "1" {
@@ -90,7 +103,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 // Stop. The error wraps ErrUnavailable when the binaries are missing and cannot be built; pass
 // it to Require in each test so the test skips or fails accordingly.
 func StartShared(opts Options) (*Cluster, error) {
-	bin, err := FindBinDir()
+	bin, err := FindBinDirFor(opts.kubeVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +185,7 @@ func start1(bin string, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, BinDir: bin, opts: opts}
+	c = &Cluster{Dir: dir, BinDir: bin, KubeVersion: opts.kubeVersion(), opts: opts}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -284,21 +297,9 @@ func (c *Cluster) startEtcdAndAPIServer() error {
 	if err := writeKubeconfig(c.KubeconfigPath, c.AdminConfig, "admin"); err != nil {
 		return err
 	}
-	args := []string{
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[2]),
-		"--etcd-servers=" + c.EtcdURL,
-		"--cert-dir=" + c.Dir,
-		"--client-ca-file=" + c.pki.caFile,
-		"--tls-cert-file=" + c.pki.servingCertFile, "--tls-private-key-file=" + c.pki.servingKeyFile,
-		"--service-account-key-file=" + c.pki.saPubFile,
-		"--service-account-signing-key-file=" + c.pki.saKeyFile,
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
-		"--endpoint-reconciler-type=none",
-		"--allow-privileged=true",
-		"--profiling=false",
+	args, err := c.apiserverArgs(ports[2])
+	if err != nil {
+		return err
 	}
 	c.apiserver = c.newProcess("kube-apiserver", append(args, c.opts.ExtraAPIServerArgs...)...)
 	return c.startAPIServer()
@@ -355,16 +356,11 @@ func (c *Cluster) StartAPIServer() error {
 }
 
 func (c *Cluster) startControllerManager() error {
-	c.kcm = c.newProcess("kube-controller-manager",
-		"--kubeconfig="+c.KubeconfigPath,
-		"--secure-port=0",
-		"--leader-elect=false",
-		"--controllers="+strings.Join(append(append([]string(nil), Controllers...), c.opts.ExtraControllers...), ","),
-		"--service-account-private-key-file="+c.pki.saKeyFile,
-		"--root-ca-file="+c.pki.caFile,
-		"--use-service-account-credentials=false",
-		"--cluster-name=cma-test",
-	)
+	args, err := c.controllerManagerArgs()
+	if err != nil {
+		return err
+	}
+	c.kcm = c.newProcess("kube-controller-manager", args...)
 	if err := c.kcm.start(); err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@
 // The binaries come from hack/build-binaries.sh (cached under $CMA_CACHE, default
 // $HOME/.cache/configmap-attacher, see BinDir). When they are missing and cannot be built the
 // tests are skipped, unless CI=true or CMA_REQUIRE_CLUSTER=1, which turn that into a failure.
+// A cluster runs KubeVersion unless Options.KubeVersion names OldKubeVersion, the oldest
+// version the project supports, whose binaries live in their own cache directory; the flags
+// the harness passes follow the version (apiserver_flags.go).
 //
 // Per test (stopped by t.Cleanup, also when the test fails):
 //
