@@ -13,8 +13,9 @@
 #                        (instead of IMAGE_REPO and CHART_REPO)
 #   --key FILE           sign with this cosign private key (cosign generate-key-pair; its
 #                        password in COSIGN_PASSWORD) instead of keyless
-#   --no-tlog            upload nothing to the transparency log (Rekor): verify then with
-#                        cosign verify --key cosign.pub --insecure-ignore-tlog
+#   --no-tlog            with --key: upload nothing to the transparency log (Rekor; cosign
+#                        signs with a signing config that names no service); verify then
+#                        with cosign verify --key cosign.pub --insecure-ignore-tlog
 #   --plain-http         the registry speaks HTTP, not HTTPS (crane --insecure, helm
 #                        --plain-http, cosign --allow-http-registry)
 #   --no-github-release  stop after the registry: no `gh release create`
@@ -57,7 +58,7 @@ fi
 # The extra arguments of each tool; none by default (the workflow's keyless, HTTPS, Rekor path).
 crane_flags=() helm_flags=() cosign_flags=()
 [ -z "$key" ] || cosign_flags+=(--key "$key")
-[ $tlog -eq 1 ] || cosign_flags+=(--tlog-upload=false)
+[ $tlog -eq 1 ] || [ -n "$key" ] || { echo "publish: --no-tlog needs --key: keyless signing needs Fulcio and Rekor" >&2; exit 2; }
 if [ $plain -eq 1 ]; then
   crane_flags+=(--insecure) helm_flags+=(--plain-http) cosign_flags+=(--allow-http-registry)
 fi
@@ -89,6 +90,13 @@ run() { # prints the command; runs it unless --dry-run
   show "$@"; printf '\n'
   [ $dry -eq 1 ] || "$@"
 }
+
+if [ $tlog -eq 0 ]; then
+  # cosign v3 signs by a signing config (the services it uses); one with none uploads nothing.
+  signing_config=$(mktemp); trap 'rm -f "$signing_config"' EXIT
+  run "$COSIGN" signing-config create --no-default-fulcio --no-default-rekor --no-default-oidc --no-default-tsa --out "$signing_config"
+  cosign_flags+=(--signing-config "$signing_config")
+fi
 
 echo "# image $IMAGE_REPO:$VERSION, index $digest"
 if [ $dry -eq 1 ]; then

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -220,8 +222,8 @@ func checkSignatures(t *testing.T, ctx context.Context, tl *tools, host, pub str
 	}
 	if out, err := verify(pub, image, "verify-attestation", "--type", "cyclonedx"); err != nil {
 		t.Errorf("cosign verify-attestation --type cyclonedx %s: %v", image, err)
-	} else if !strings.Contains(out, "cyclonedx") {
-		t.Errorf("cosign verify-attestation printed no CycloneDX statement:\n%.2000s", out)
+	} else if pt, subject := attestation(out); pt != "https://cyclonedx.org/bom" || subject != p.imageDigest {
+		t.Errorf("cosign verify-attestation: statement of type %q about %q, want the CycloneDX SBOM of %s:\n%.2000s", pt, subject, p.imageDigest, out)
 	}
 
 	// Planted: an unsigned index in the same repository, and another key.
@@ -274,4 +276,29 @@ func pushUnsignedIndex(t *testing.T, from, to string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// attestation returns the predicate type and the first subject's digest of the in-toto
+// statement in cosign verify-attestation's output (a DSSE envelope per line).
+func attestation(out string) (predicateType, subject string) {
+	for _, line := range strings.Split(out, "\n") {
+		var env struct{ Payload string }
+		if json.Unmarshal([]byte(line), &env) != nil || env.Payload == "" {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(env.Payload)
+		if err != nil {
+			continue
+		}
+		var st struct {
+			PredicateType string `json:"predicateType"`
+			Subject       []struct {
+				Digest map[string]string `json:"digest"`
+			} `json:"subject"`
+		}
+		if json.Unmarshal(b, &st) == nil && len(st.Subject) > 0 {
+			return st.PredicateType, "sha256:" + st.Subject[0].Digest["sha256"]
+		}
+	}
+	return "", ""
 }
