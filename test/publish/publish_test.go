@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -301,4 +302,27 @@ func attestation(out string) (predicateType, subject string) {
 		}
 	}
 	return "", ""
+}
+
+// TestPublishRefusesBadFlags: publish.sh refuses, before it reads DIST or pushes anything, a
+// flag it does not know, --no-tlog without --key (keyless signing cannot be offline), a
+// --registry with a scheme and a --key that is no file, each naming the fix.
+func TestPublishRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--push-everything", "dist"}, "unknown flag --push-everything"},
+		{[]string{"--no-tlog", "dist"}, "--no-tlog needs --key"},
+		{[]string{"--registry", "https://registry.example.com", "dist"}, "without a scheme"},
+		{[]string{"--key", filepath.Join(t.TempDir(), "missing.key"), "dist"}, "make one with cosign generate-key-pair"},
+	} {
+		cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(), "hack", "release", "publish.sh")}, tc.args...)...)
+		cmd.Env = append(os.Environ(), "VERSION="+cluster.ReleaseVersion)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("publish.sh %q: %v, want exit 2 and %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
 }
