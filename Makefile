@@ -46,7 +46,7 @@ check: lint
 ## given: the longest ones are listed first so that they start first and no long package
 ## starts last beside an idle core (./... adds the others, each once).
 SLOW_TEST_PKGS ?= ./test/release ./test/doctor ./test/image ./test/soak ./test/rollouts
-test: lint binaries
+test: lint binaries publish-tools
 	go test $(GO_TEST_FLAGS) $(SLOW_TEST_PKGS) ./...
 
 ## unit: the core's and the RPC boundary's tests under the race detector.
@@ -129,10 +129,29 @@ check-version:
 
 ## publish: push and sign what make release wrote (hack/release/publish.sh: crane push of the
 ## image, helm push of the chart, cosign sign and attest, the GitHub release). DRY_RUN=1 prints
-## the commands with dist/'s digests and runs none (test/release runs it).
+## the commands with dist/'s digests and runs none (test/release runs it). PUBLISH_FLAGS go to
+## publish.sh, for a registry of your own (docs/install.md), e.g.
+##   make publish PUBLISH_FLAGS='--registry registry.example.com/team --key cosign.key --no-github-release'
+## crane and cosign are the ones `make publish-tools` builds (CRANE=, COSIGN=, HELM= override).
 CHART_REPO ?= oci://ghcr.io/configmap-attacher/charts
-publish:
-	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) CHART_REPO=$(CHART_REPO) hack/release/publish.sh $(if $(filter-out 0 false no,$(DRY_RUN)),--dry-run) dist
+PUBLISH_FLAGS ?=
+DRY := $(filter-out 0 false no,$(DRY_RUN))
+publish: $(if $(DRY),,publish-tools)
+	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) CHART_REPO=$(CHART_REPO) \
+	  $(if $(DRY),,CRANE="$${CRANE:-$$(CMA_CACHE=$(CMA_CACHE) hack/tool.sh crane $(CRANE_PKG))}" \
+	  COSIGN="$${COSIGN:-$$(CMA_CACHE=$(CMA_CACHE) hack/tool.sh cosign $(COSIGN_PKG))}" HELM="$${HELM:-$(CMA_CACHE)/helm-$(HELM_VERSION)/helm}") \
+	  hack/release/publish.sh $(if $(DRY),--dry-run) $(PUBLISH_FLAGS) dist
+
+## publish-tools: build (or find cached) what publish.sh runs, from the Go module proxy: crane,
+## cosign (hack/tool.sh) and helm (hack/build-binaries.sh), the versions the release workflow
+## builds (test/publish TestToolPins). make test needs them (test/publish runs publish.sh).
+CRANE_PKG ?= github.com/google/go-containerregistry/cmd/crane@v0.22.1
+COSIGN_PKG ?= github.com/sigstore/cosign/v3/cmd/cosign@v3.0.6
+.PHONY: publish-tools
+publish-tools:
+	CMA_CACHE=$(CMA_CACHE) hack/tool.sh crane $(CRANE_PKG) >/dev/null
+	CMA_CACHE=$(CMA_CACHE) hack/tool.sh cosign $(COSIGN_PKG) >/dev/null
+	CMA_CACHE=$(CMA_CACHE) HELM_VERSION=$(HELM_VERSION) hack/build-binaries.sh helm >/dev/null
 
 ## release-binaries: only the static binaries of PLATFORMS and dist/checksums.txt.
 .PHONY: release-binaries

@@ -63,6 +63,7 @@ var Rules = []Rule{
 	{Name: "argocd chart revision", RE: regexp.MustCompile(`(?m)^ *targetRevision: *"?([^"\s]*)"?\s*$`), Chart: true, Files: []string{"examples/argocd/*.yaml"}},
 	{Name: "flux chart tag", RE: regexp.MustCompile(`(?m)^ *tag: *"?([^"\s]*)"?\s*$`), Chart: true, Files: []string{"examples/flux/ocirepository.yaml"}},
 	{Name: "version label", RE: regexp.MustCompile(`app\.kubernetes\.io/version: *"?([^"\s]*)`), Files: []string{"examples/**"}},
+	{Name: "chart from the registry", RE: regexp.MustCompile(`oci://ghcr\.io/configmap-attacher/charts/configmap-attacher --version ([^\s"'` + "`" + `]+)`), Chart: true, Files: scanned},
 	{Name: "plugin log line", RE: regexp.MustCompile(`plugin=configmap-attacher version=(\S*)`), Files: []string{"docs/*.md"}},
 }
 

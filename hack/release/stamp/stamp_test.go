@@ -30,7 +30,8 @@ var required = map[string]int{
 	"examples/kustomize/rollout-app/kustomization.yaml":          1,
 	"examples/argocd/application.yaml":                           1,
 	"examples/flux/ocirepository.yaml":                           1,
-	"docs/install.md":                                            3,
+	"docs/install.md":                                            4,
+	"README.md":                                                  1,
 }
 
 // TestTreeVersionsAgree: every mention of the release version in the tree is VERSION's.
