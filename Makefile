@@ -4,7 +4,7 @@ export GOTOOLCHAIN ?= go1.26.11
 export GOFLAGS ?= -buildvcs=false
 
 BIN      ?= bin/configmap-attacher
-# STEP_BIN is the step plugin alone (plugin/cmd/step-plugin): what install-plugin gives the
+# STEP_BIN is the step plugin alone (plugin/cmd/configmap-attacher-step): what install-plugin gives the
 # Rollouts controller.
 STEP_BIN ?= bin/configmap-attacher-step
 # The release version has one source of truth, hack/release/VERSION (make set-version VERSION=
@@ -27,7 +27,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(STEP_BIN) ./plugin/cmd/step-plugin
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(STEP_BIN) ./plugin/cmd/configmap-attacher-step
 
 ## check: the short tier, for the inner loop: lint (gofmt, go vet, go mod tidy, golangci-lint),
 ## the tests that need no control plane, and the docs-drift checks (the flag tables of README.md
@@ -134,7 +134,7 @@ release-binaries:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' \
 	    -o dist/configmap-attacher-$$os-$$arch . || exit 1; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' \
-	    -o dist/configmap-attacher-step-$$os-$$arch ./plugin/cmd/step-plugin || exit 1; \
+	    -o dist/configmap-attacher-step-$$os-$$arch ./plugin/cmd/configmap-attacher-step || exit 1; \
 	done
 	cd dist && sha256sum configmap-attacher-* > checksums.txt && cat checksums.txt
 
@@ -160,7 +160,7 @@ image:
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags '$(LDFLAGS)' \
 	    -o bin/configmap-attacher-linux-$$a . || exit 1; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags '$(LDFLAGS)' \
-	    -o bin/configmap-attacher-step-linux-$$a ./plugin/cmd/step-plugin || exit 1; \
+	    -o bin/configmap-attacher-step-linux-$$a ./plugin/cmd/configmap-attacher-step || exit 1; \
 	done
 	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
 	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=bin/configmap-attacher-linux-$(a) -step-binary linux/$(a)=bin/configmap-attacher-step-linux-$(a)) \

@@ -1,3 +1,7 @@
+// Package job is the command-line (Job) mode: WaitAndAttach waits until the Rollouts
+// controller has created the ReplicaSet of a Rollout's current template (newrs.OfRollout), then
+// hands the listed ConfigMaps and Secrets to the core's Attacher.Reconcile. Its flags are
+// plugin/cmd's.
 package job
 
 import (
@@ -186,7 +190,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	target := newrs.Rollout(resolved, rss)
+	target := newrs.OfRollout(resolved, rss)
 	if target == nil {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}

@@ -508,7 +508,7 @@ func renderMemory(w *mdWriter, r *results, leaf string) {
 		{"… of which file-backed (the binary's pages), at the end", values(r.metricValues(leaf, "rss-end-file-MiB")), "MiB"},
 		{"throughput of that loop", values(r.metricValues(leaf, "steps/s")), "steps/s"},
 		{"step latency p50 in that loop", values(r.metricValues(leaf, "p50-ms")), "ms"},
-		{"step plugin binary size (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w …' ./plugin/cmd/step-plugin`, as `make build`)", fmt.Sprintf("%.1f (%d bytes)", float64(r.StepBinary.Bytes)/(1<<20), r.StepBinary.Bytes), "MiB"},
+		{"step plugin binary size (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w …' ./plugin/cmd/configmap-attacher-step`, as `make build`)", fmt.Sprintf("%.1f (%d bytes)", float64(r.StepBinary.Bytes)/(1<<20), r.StepBinary.Bytes), "MiB"},
 	})
 	idle, k1, end := r.metric(leaf, "rss-idle-MiB"), r.metric(leaf, "rss-1k-MiB"), r.metric(leaf, "rss-end-MiB")
 	if !math.IsNaN(end) {
@@ -818,6 +818,6 @@ func renderSample(w *mdWriter, r *results, memLeaf string) {
 		{"Run round trip p50 / p90", values(r.metricValues(sl, "p50-ms")) + " / " + values(r.metricValues(sl, "p90-ms")), "ms"},
 		{"binary size", values(r.metricValues(sl, "binary-MiB")), "MiB"},
 	})
-	w.p("The sample keeps every value it draws (a map entry per step), so its growth over %s steps is its own bookkeeping, not a leak. Ours is `configmap-attacher-step` (`plugin/cmd/step-plugin`), the step alone, which the image ships beside the full binary and `install-plugin` copies: it links no typed clientset (the core reads through `plugin.Kube`, three REST clients), no controller, audit or Prometheus, and not `k8s.io/kubernetes` (the kubelet's reference walkers are copied and compared with upstream by a test).", memSteps(memLeaf))
+	w.p("The sample keeps every value it draws (a map entry per step), so its growth over %s steps is its own bookkeeping, not a leak. Ours is `configmap-attacher-step` (`plugin/cmd/configmap-attacher-step`), the step alone, which the image ships beside the full binary and `install-plugin` copies: it links no typed clientset (the core reads through `plugin.Kube`, three REST clients), no controller, audit or Prometheus, and not `k8s.io/kubernetes` (the kubelet's reference walkers are copied and compared with upstream by a test).", memSteps(memLeaf))
 	w.p("")
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-// The smaller holes of "every user counts": each test fails on the code before it.
+// The step's corner cases of "every user counts" (a late object, discovery beside
+// allowUnreferenced, credentials, a Deployment orphaning its ReplicaSet, an unserved controller
+// kind): each test fails on the code before it.
 
 // TestLateObjectIsCheckedBeforeItsPatch: under --require-opt-in, a listed object that does
 // not exist at the label check and is created during the grace without the opt-in label is
