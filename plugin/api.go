@@ -47,6 +47,10 @@ type Attacher struct {
 	// RBACHint names the example RBAC that fixes a 403 for this mode's identity
 	// (default RBACHint, the step plugin's).
 	RBACHint string
+	// CreationWait is how long a listed object that does not exist yet is waited for (default
+	// DefaultCreationWait): a sync may create it a moment after the workload. (Not the
+	// controller's anchor grace: that keeps an anchor after its workload is deleted.)
+	CreationWait time.Duration
 
 	// noGet holds the resources whose GET the RBAC refused (readByName lists them instead).
 	noGet sync.Map
@@ -58,6 +62,9 @@ var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 
 // DefaultRequestTimeout is the deadline of one API request.
 const DefaultRequestTimeout = 5 * time.Second
+
+// DefaultCreationWait is how long a listed object that does not exist yet is waited for.
+const DefaultCreationWait = 5 * time.Second
 
 func (a *Attacher) concurrency() int {
 	if a.Concurrency <= 0 {
@@ -78,6 +85,13 @@ func (a *Attacher) requestTimeout() time.Duration {
 		return DefaultRequestTimeout
 	}
 	return a.RequestTimeout
+}
+
+func (a *Attacher) creationWait() time.Duration {
+	if a.CreationWait <= 0 {
+		return DefaultCreationWait
+	}
+	return a.CreationWait
 }
 
 func (a *Attacher) rbacHint() string {

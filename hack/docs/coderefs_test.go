@@ -229,15 +229,7 @@ func inlineSpans(md string) []struct {
 		line int
 		text string
 	}
-	in := false
-	for i, l := range strings.Split(md, "\n") {
-		if fence.MatchString(l) {
-			in = !in
-			continue
-		}
-		if in {
-			continue
-		}
+	for i, l := range proseLines(md) {
 		for _, m := range codeSpan.FindAllStringSubmatch(l, -1) {
 			out = append(out, struct {
 				line int
@@ -246,6 +238,22 @@ func inlineSpans(md string) []struct {
 		}
 	}
 	return out
+}
+
+// proseLines are a page's lines with those of fenced blocks (and the fences) blanked, so that
+// indexes stay line numbers.
+func proseLines(md string) []string {
+	lines := strings.Split(md, "\n")
+	in := false
+	for i, l := range lines {
+		if fence.MatchString(l) {
+			in = !in
+			lines[i] = ""
+		} else if in {
+			lines[i] = ""
+		}
+	}
+	return lines
 }
 
 // staleRef checks one span: "" when it is no code reference or names something that exists,
@@ -375,15 +383,8 @@ func placedRefs(root string, t *goTree, topLevel map[string]bool, md string) []s
 		}
 		return p
 	}
-	inFence, dirCtx := false, ""
-	for i, l := range strings.Split(md, "\n") {
-		if fence.MatchString(l) {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
-			continue
-		}
+	dirCtx := ""
+	for i, l := range proseLines(md) {
 		spans := lineSpans(l)
 		// A path followed by a name: the name is declared there.
 		for j := 1; j < len(spans); j++ {

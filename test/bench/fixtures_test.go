@@ -45,7 +45,8 @@ const pluginName = "configmap-attacher/configmap-attacher"
 // setLabel marks every object of a fixture set, for listing them back.
 const setLabel = "bench.configmap-attacher/set"
 
-// env is one benchmark's namespace with its clients.
+// env is one benchmark's namespace with its admin clients (every benchmark's: the step's, the
+// controller mode's and its scale model's).
 type env struct {
 	c        *cluster.Cluster
 	ns       string

@@ -755,7 +755,7 @@ func sampleLeafName(r *results) string {
 	return "SamplePlugin/steps=10000"
 }
 
-// The plugin process's goals against argo-rollouts' sample (issue 21): idle RSS ≤ 1.3×,
+// The plugin process's goals against argo-rollouts' sample: idle RSS ≤ 1.3×,
 // after 10,000 steps ≤ 1.5×, binary ≤ 1.5×; the 1-object step within 1.1× of the sample's
 // round trip plus the API floor (floor+users: the reads and the patch sent directly).
 const (
