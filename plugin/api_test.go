@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -163,7 +164,7 @@ func TestCallStopsWhenCtxIsDone(t *testing.T) {
 	if took := time.Since(t0); took > 2*time.Second {
 		t.Errorf("call returned after %v: it slept out the backoff past its ctx", took)
 	}
-	if err != busy || tries != 1 {
+	if !errors.Is(err, busy) || tries != 1 {
 		t.Errorf("call = %v after %d tries, want the transient error after 1 try", err, tries)
 	}
 }
@@ -182,7 +183,7 @@ func TestCallTriesAsRetryOnError(t *testing.T) {
 	} {
 		tries := 0
 		err := a.call(context.Background(), func(context.Context) error { tries++; return c.err })
-		if err != c.err || tries != c.tries {
+		if !errors.Is(err, c.err) || tries != c.tries {
 			t.Errorf("call with %v: %v after %d tries, want %d tries", c.err, err, tries, c.tries)
 		}
 	}

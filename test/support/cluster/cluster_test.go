@@ -250,15 +250,19 @@ func TestClassifyRequest(t *testing.T) {
 // TestCounterListPagesApart: with ListPagesApart a list's continued pages count as list-page,
 // the first page as list; without it every page is a list.
 func TestCounterListPagesApart(t *testing.T) {
-	sent := roundTripperFunc(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil })
+	sent := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	})
 	for _, apart := range []bool{true, false} {
 		c := &Counter{ListPagesApart: apart}
 		rt := c.WrapTransport(sent)
 		for _, url := range []string{"/api/v1/namespaces/ns/pods?limit=500", "/api/v1/namespaces/ns/pods?limit=500&continue=abc", "/api/v1/namespaces/ns/pods?limit=500&continue=def"} {
 			req, _ := http.NewRequest("GET", "https://127.0.0.1:1"+url, nil)
-			if _, err := rt.RoundTrip(req); err != nil {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
 				t.Fatal(err)
 			}
+			_ = resp.Body.Close()
 		}
 		want := map[string]int{"list pods": 1, "list-page pods": 2}
 		if !apart {
