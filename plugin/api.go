@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/util/retry"
 )
 
 // With reads.go (the namespace's users, paged), the only file that talks to the apiserver: the
@@ -42,11 +41,16 @@ type Attacher struct {
 	Concurrency int
 	// RequestTimeout is the deadline of each API request (default 5s).
 	RequestTimeout time.Duration
-	// Backoff paces retries of transient API errors inside one call (default: 4 tries over ~3s).
+	// Backoff paces retries of transient API errors inside one call (default DefaultBackoff: 4
+	// tries, 1.4 s of sleeps between them, 1.68 s at most with jitter).
 	Backoff wait.Backoff
 	// RBACHint names the example RBAC that fixes a 403 for this mode's identity
 	// (default RBACHint, the step plugin's).
 	RBACHint string
+	// CreationWait is how long a listed object that does not exist yet is waited for (default
+	// DefaultCreationWait): a sync may create it a moment after the workload. (Not the
+	// controller's anchor grace: that keeps an anchor after its workload is deleted.)
+	CreationWait time.Duration
 
 	// noGet holds the resources whose GET the RBAC refused (readByName lists them instead).
 	noGet sync.Map
@@ -58,6 +62,9 @@ var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 
 // DefaultRequestTimeout is the deadline of one API request.
 const DefaultRequestTimeout = 5 * time.Second
+
+// DefaultCreationWait is how long a listed object that does not exist yet is waited for.
+const DefaultCreationWait = 5 * time.Second
 
 func (a *Attacher) concurrency() int {
 	if a.Concurrency <= 0 {
@@ -80,6 +87,13 @@ func (a *Attacher) requestTimeout() time.Duration {
 	return a.RequestTimeout
 }
 
+func (a *Attacher) creationWait() time.Duration {
+	if a.CreationWait <= 0 {
+		return DefaultCreationWait
+	}
+	return a.CreationWait
+}
+
 func (a *Attacher) rbacHint() string {
 	if a.RBACHint == "" {
 		return RBACHint
@@ -94,14 +108,33 @@ func (a *Attacher) backoff() wait.Backoff {
 	return a.Backoff
 }
 
-// call runs one API request with a per-request deadline and retries of transient errors,
-// stopping as soon as ctx is done: the one retry helper of the package.
+// call runs one API request with a per-request deadline and retries of transient errors: the
+// one retry helper of the package. A retry waits out the backoff (DefaultBackoff: 4 tries, the
+// three sleeps between them 0.2 + 0.4 + 0.8 = 1.4 s, up to 1.68 s with jitter), but never past
+// ctx: a caller whose time is up gets the last error at once, not after the sleep.
 func (a *Attacher) call(ctx context.Context, f func(context.Context) error) error {
-	return retry.OnError(a.backoff(), func(err error) bool { return ctx.Err() == nil && isTransient(err) }, func() error {
-		rctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
-		defer cancel()
-		return f(rctx)
-	})
+	b := a.backoff()
+	for {
+		err := a.try(ctx, f)
+		// As retry.OnError: Steps tries in all, the last error once they are spent.
+		if err == nil || ctx.Err() != nil || !isTransient(err) || b.Steps <= 1 {
+			return err
+		}
+		sleep := time.NewTimer(b.Step())
+		select {
+		case <-ctx.Done():
+			sleep.Stop()
+			return err
+		case <-sleep.C:
+		}
+	}
+}
+
+// try is one try of call: one request under its own deadline.
+func (a *Attacher) try(ctx context.Context, f func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
+	defer cancel()
+	return f(rctx)
 }
 
 // Call runs one API request with the Attacher's per-request deadline (RequestTimeout) and

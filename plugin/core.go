@@ -198,10 +198,6 @@ type ObjectError struct {
 	Err    error
 }
 
-// Grace is how long a listed object that does not exist is waited for: a sync may create it
-// a moment after the workload.
-var Grace = 5 * time.Second
-
 // Reconcile is the one write entry point of every mode: sort the explicit list by the rule
 // table, apply the administrator's policy, add discovery and the caller's candidates,
 // then give each object every owner its users allow (users.go) and write (or, in a dry run,

@@ -1,8 +1,9 @@
-// Package plugin is the ownership core of configmap-attacher. Every mode is a sibling package
-// over it (plugin/step, plugin/job, plugin/controller, plugin/audit; plugin/cmd parses their
-// flags): the modes find candidates, wait and report; the core decides which ReplicaSets
-// become owners of which ConfigMaps and Secrets, under one policy, and writes that as add-only
-// merge patches through one entry point, Attacher.Reconcile.
+// Package plugin is the core of the configmap-attacher plugin, which every mode shares: the
+// ownership rules and their one write entry point. Every mode is a sibling package over it
+// (plugin/step, plugin/job, plugin/controller, plugin/audit; plugin/cmd parses their flags):
+// the modes find candidates, wait and report; the core decides which ReplicaSets become owners
+// of which ConfigMaps and Secrets, under one policy, and writes that as add-only merge patches
+// through one entry point, Attacher.Reconcile.
 //
 // Each file holds one kind of thing, so its name says where to look:
 //   - core.go: Reconcile, the one write entry point, and what it takes and returns (Request,

@@ -110,33 +110,6 @@ func ownerPatchFor(uid types.UID, rss []Owner) []byte {
 // an object whose only owner is being deleted is collected with it.
 func Live(rs *appsv1.ReplicaSet) bool { return rs != nil && rs.DeletionTimestamp == nil }
 
-// MissingOwners is the one missing-owner computation of every mode: the live ReplicaSets
-// among rss whose pod template references obj and that owners does not name yet (by UID).
-// refs, when not nil, holds each ReplicaSet's references (same order as rss) so a caller
-// looping over many objects walks each template once.
-func MissingOwners(obj Object, owners []metav1.OwnerReference, rss []*appsv1.ReplicaSet, refs []References) []*appsv1.ReplicaSet {
-	have := make(map[types.UID]bool, len(owners))
-	for _, o := range owners {
-		have[o.UID] = true
-	}
-	var out []*appsv1.ReplicaSet
-	for i, rs := range rss {
-		if !Live(rs) || have[rs.UID] {
-			continue
-		}
-		var r References
-		if refs != nil {
-			r = refs[i]
-		} else {
-			r = TemplateReferences(&rs.Spec.Template.Spec)
-		}
-		if r.Has(obj) {
-			out = append(out, rs)
-		}
-	}
-	return out
-}
-
 // HasReplicaSetOwner tells whether any owner is an apps ReplicaSet: such an object is already
 // collected with its ReplicaSets, so audit does not call it unowned, and a stale view adding
 // one more owner to it cannot orphan it (the live confirmation of a stale view is only for objects without).

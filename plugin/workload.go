@@ -66,7 +66,7 @@ type DeploymentGetter func(ctx context.Context, namespace, name string) (*appsv1
 type ResolvedRollout struct {
 	// Rollout is the Rollout itself, or for a workloadRef Rollout a copy whose template is the
 	// Deployment's (and whose selector, when it has none, the Deployment's): pass it to
-	// newrs.Rollout.
+	// newrs.OfRollout.
 	Rollout *v1alpha1.Rollout
 	// Deployment is the Deployment spec.workloadRef names; nil without a workloadRef.
 	Deployment *appsv1.Deployment

@@ -55,8 +55,8 @@ type writeOutcome struct {
 }
 
 // write sends the patches, Concurrency at a time. A listed object that does not exist is
-// tried again for Grace. A transient error that outlived its retries stops the patches not
-// yet sent: the controller retries the whole step anyway, and 100 objects each waiting out
+// tried again for CreationWait. A transient error that outlived its retries stops the patches
+// not yet sent: the controller retries the whole step anyway, and 100 objects each waiting out
 // their own retries would hold the controller's worker for minutes.
 func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcome {
 	out := writeOutcome{ns: ns, rbacHint: a.rbacHint(), forbidden: map[Object]string{}, rejected: map[Object]string{}}
@@ -89,14 +89,14 @@ func (a *Attacher) write(ctx context.Context, ns string, ws []Write) writeOutcom
 	return out
 }
 
-// awaitCreation retries the patch of a listed object that was not found, for Grace. An
+// awaitCreation retries the patch of a listed object that was not found, for CreationWait. An
 // object whose labels a rule needs (w.recheck) is read first, its labels checked and its UID
 // made the patch's precondition: the object patched is the object checked.
 func (a *Attacher) awaitCreation(ctx context.Context, ns string, w Write) error {
-	deadline := time.Now().Add(Grace)
+	deadline := time.Now().Add(a.creationWait())
 	var err error
 	for {
-		wait := min(time.Second, Grace)
+		wait := min(time.Second, a.creationWait())
 		select {
 		case <-ctx.Done():
 			return notFound(w.Object) // the last answer was 404; the caller's time is up

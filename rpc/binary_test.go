@@ -347,7 +347,7 @@ func checkPatchBody(t *testing.T, r apiRequest) {
 func TestBinaryLogsReachOriginalStderr(t *testing.T) {
 	bin := pluginBinary(t)
 	api := newFakeAPIServer(t)
-	var stderr syncBuffer
+	var stderr cluster.SyncBuffer
 	cfg := cluster.StepPluginClientConfig(exec.Command(bin, "--kubeconfig", writeKubeconfig(t, api.URL), "--log-level", "debug"))
 	cfg.Stderr, cfg.Logger = &stderr, hclog.NewNullLogger()
 	c, p := cluster.DispenseStepPlugin(t, cfg)
@@ -418,7 +418,7 @@ func TestBinaryRejectsInvalidArgs(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			// As the controller starts it: the start fails, the reason is on stderr.
-			var stderr syncBuffer
+			var stderr cluster.SyncBuffer
 			c := goplugin.NewClient(&goplugin.ClientConfig{
 				HandshakeConfig: cluster.RolloutsHandshake,
 				Plugins:         map[string]goplugin.Plugin{"RpcStepPlugin": &rolloutsrpc.RpcStepPlugin{}},

@@ -137,24 +137,6 @@ func wantOwnerRef() metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rsName, UID: rsUID}
 }
 
-// syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func testLogger(w io.Writer) *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(w)
@@ -275,7 +257,7 @@ func getObjects(t *testing.T, c kubernetes.Interface) (*corev1.ConfigMap, *corev
 
 func TestRPCRoundTrip(t *testing.T) {
 	kube := seededClientset()
-	var logs syncBuffer
+	var logs cluster.SyncBuffer
 	st := &step.Step{Client: clientOf(kube), Log: testLogger(&logs)}
 	p, _ := serve(t, st)
 
@@ -467,7 +449,7 @@ func TestRPCStatusRoundTrip(t *testing.T) {
 func TestRPCPanicIsAnErrorAndServerSurvives(t *testing.T) {
 	kube := seededClientset()
 	var calls atomic.Int32
-	var logs syncBuffer
+	var logs cluster.SyncBuffer
 	st := &step.Step{
 		Client: func() (plugin.Clients, error) {
 			if calls.Add(1) == 1 {

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -26,7 +27,16 @@ import (
 //   - a method of a type: `Type.Member` where Type is a type the module declares
 //     (`Attacher.Reconcile`); Member must be its method or field;
 //   - a test: `TestX`, `BenchmarkX` or `FuzzX`, with an optional `/subtest`; a function of that
-//     name must exist in a _test.go file.
+//     name must exist in a _test.go file;
+//   - a name placed in a package or file: a path of the tree followed by a name (`plugin/users.go`
+//     `ReadUsage`, `plugin/cmd` `Job.Main`, `test/core` `TestMetadataOnlyRequests`): that file
+//     or package declares it (Type.Member: the type is declared there and has the member);
+//   - the files of a package and what they hold, in a table: a row whose first cell is a
+//     package directory (`plugin/controller`) names files (`watch.go`) that must be in it; a
+//     row whose first cell is bare files (`api.go`, `reads.go`), in a table that follows a line
+//     naming its directory (The files of `plugin/`), names files that must be in that directory
+//     and names (`call`, `OwnerPatch`) that its package must declare (at top level, or as a
+//     method or field).
 // A trailing `()` is allowed on names.
 
 // docPages are the pages whose references are checked: the README, docs/, the chart's README
@@ -62,11 +72,31 @@ type goTree struct {
 	members map[string]map[string]bool
 	// tests: Test*, Benchmark*, Fuzz* functions of _test.go files.
 	tests map[string]bool
+	// dirs and files: what each directory's package and each file (slash paths relative to the
+	// root) declare, top-level names and "Type.Member" alike.
+	dirs, files map[string]map[string]bool
+}
+
+// declare records name (and, for a member, "Type.Member" and the bare member) in the
+// directory's and the file's sets.
+func (t *goTree) declare(file string, names ...string) {
+	dir := path.Dir(file)
+	if t.dirs[dir] == nil {
+		t.dirs[dir] = map[string]bool{}
+	}
+	if t.files[file] == nil {
+		t.files[file] = map[string]bool{}
+	}
+	for _, n := range names {
+		t.dirs[dir][n] = true
+		t.files[file][n] = true
+	}
 }
 
 // readTree parses every Go file under root (not testdata, bin, dist or dot directories).
 func readTree(root string) (*goTree, error) {
-	t := &goTree{pkgs: map[string]map[string]bool{}, members: map[string]map[string]bool{}, tests: map[string]bool{}}
+	t := &goTree{pkgs: map[string]map[string]bool{}, members: map[string]map[string]bool{}, tests: map[string]bool{},
+		dirs: map[string]map[string]bool{}, files: map[string]map[string]bool{}}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -86,7 +116,11 @@ func readTree(root string) (*goTree, error) {
 		if err != nil {
 			return err
 		}
-		t.add(f, strings.HasSuffix(name, "_test.go"))
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		t.add(filepath.ToSlash(rel), f, strings.HasSuffix(name, "_test.go"))
 		return nil
 	})
 	return t, err
@@ -99,7 +133,7 @@ func (t *goTree) member(typ, name string) {
 	t.members[typ][name] = true
 }
 
-func (t *goTree) add(f *ast.File, test bool) {
+func (t *goTree) add(file string, f *ast.File, test bool) {
 	pkg := f.Name.Name
 	if t.pkgs[pkg] == nil {
 		t.pkgs[pkg] = map[string]bool{}
@@ -110,6 +144,7 @@ func (t *goTree) add(f *ast.File, test bool) {
 		case *ast.FuncDecl:
 			if d.Recv == nil {
 				decl[d.Name.Name] = true
+				t.declare(file, d.Name.Name)
 				if test && regexp.MustCompile(`^(Test|Benchmark|Fuzz)`).MatchString(d.Name.Name) {
 					t.tests[d.Name.Name] = true
 				}
@@ -117,21 +152,25 @@ func (t *goTree) add(f *ast.File, test bool) {
 			}
 			if typ := recvType(d.Recv.List[0].Type); typ != "" {
 				t.member(typ, d.Name.Name)
+				t.declare(file, typ+"."+d.Name.Name, d.Name.Name)
 			}
 		case *ast.GenDecl:
 			for _, s := range d.Specs {
 				switch s := s.(type) {
 				case *ast.TypeSpec:
 					decl[s.Name.Name] = true
+					t.declare(file, s.Name.Name)
 					t.member(s.Name.Name, "") // the type exists, even without members
 					if st, ok := s.Type.(*ast.StructType); ok {
 						for _, fl := range st.Fields.List {
 							for _, n := range fl.Names {
 								t.member(s.Name.Name, n.Name)
+								t.declare(file, s.Name.Name+"."+n.Name, n.Name)
 							}
 							if len(fl.Names) == 0 { // embedded: its name is the type's
 								if n := recvType(fl.Type); n != "" {
 									t.member(s.Name.Name, n)
+									t.declare(file, s.Name.Name+"."+n, n)
 								}
 							}
 						}
@@ -140,12 +179,14 @@ func (t *goTree) add(f *ast.File, test bool) {
 						for _, m := range it.Methods.List {
 							for _, n := range m.Names {
 								t.member(s.Name.Name, n.Name)
+								t.declare(file, s.Name.Name+"."+n.Name, n.Name)
 							}
 						}
 					}
 				case *ast.ValueSpec:
 					for _, n := range s.Names {
 						decl[n.Name] = true
+						t.declare(file, n.Name)
 					}
 				}
 			}
@@ -188,15 +229,7 @@ func inlineSpans(md string) []struct {
 		line int
 		text string
 	}
-	in := false
-	for i, l := range strings.Split(md, "\n") {
-		if fence.MatchString(l) {
-			in = !in
-			continue
-		}
-		if in {
-			continue
-		}
+	for i, l := range proseLines(md) {
 		for _, m := range codeSpan.FindAllStringSubmatch(l, -1) {
 			out = append(out, struct {
 				line int
@@ -205,6 +238,22 @@ func inlineSpans(md string) []struct {
 		}
 	}
 	return out
+}
+
+// proseLines are a page's lines with those of fenced blocks (and the fences) blanked, so that
+// indexes stay line numbers.
+func proseLines(md string) []string {
+	lines := strings.Split(md, "\n")
+	in := false
+	for i, l := range lines {
+		if fence.MatchString(l) {
+			in = !in
+			lines[i] = ""
+		} else if in {
+			lines[i] = ""
+		}
+	}
+	return lines
 }
 
 // staleRef checks one span: "" when it is no code reference or names something that exists,
@@ -263,6 +312,149 @@ func isPackageRef(parts []string) bool {
 
 func isExported(s string) bool { return s != "" && s[0] >= 'A' && s[0] <= 'Z' }
 
+var (
+	goIdent = regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$`)
+	heading = regexp.MustCompile(`^#+ `)
+)
+
+// declaredIn checks a name placed in a file or package directory (rel, a slash path of the
+// tree): "" when rel holds no Go code or declares name, else what is wrong.
+func (t *goTree) declaredIn(rel, name string) string {
+	name, _, _ = strings.Cut(strings.TrimSuffix(name, "()"), "/") // a test's subtest
+	set, where := t.dirs[strings.TrimSuffix(rel, "/")], "package "+rel
+	if strings.HasSuffix(rel, ".go") {
+		set, where = t.files[rel], rel
+	}
+	if set == nil || !goIdent.MatchString(name) || set[name] {
+		return ""
+	}
+	return where + " declares no " + name
+}
+
+// span is one backquoted span of a line and where it stands.
+type span struct {
+	text       string
+	start, end int
+}
+
+func lineSpans(l string) []span {
+	var out []span
+	for _, m := range codeSpan.FindAllStringSubmatchIndex(l, -1) {
+		out = append(out, span{strings.TrimSpace(l[m[2]:m[3]]), m[0], m[1]})
+	}
+	return out
+}
+
+// placedRefs checks the names a page places in a file or package: a path followed by a name,
+// and the rows of the tables of a package's files (see the classes above).
+func placedRefs(root string, t *goTree, topLevel map[string]bool, md string) []struct {
+	line int
+	text string
+	why  string
+} {
+	var out []struct {
+		line int
+		text string
+		why  string
+	}
+	report := func(i int, text, why string) {
+		if why != "" {
+			out = append(out, struct {
+				line int
+				text string
+				why  string
+			}{i + 1, text, why})
+		}
+	}
+	// treeDir: the span as a directory of the tree holding Go code, or "".
+	treeDir := func(s string) string {
+		p := strings.TrimSuffix(strings.TrimPrefix(s, "./"), "/")
+		first, _, _ := strings.Cut(p, "/")
+		if !topLevel[first] || t.dirs[p] == nil {
+			return ""
+		}
+		return p
+	}
+	// treeFile: the span as a Go file of the tree, or "".
+	treeFile := func(s string) string {
+		p := strings.TrimPrefix(s, "./")
+		if t.files[p] == nil {
+			return ""
+		}
+		return p
+	}
+	dirCtx := ""
+	for i, l := range proseLines(md) {
+		spans := lineSpans(l)
+		// A path followed by a name: the name is declared there.
+		for j := 1; j < len(spans); j++ {
+			if strings.TrimSpace(l[spans[j-1].end:spans[j].start]) != "" {
+				continue
+			}
+			where := treeFile(spans[j-1].text)
+			if where == "" {
+				where = treeDir(spans[j-1].text)
+			}
+			if where != "" {
+				report(i, spans[j].text, t.declaredIn(where, spans[j].text))
+			}
+		}
+		trimmed := strings.TrimSpace(l)
+		if !strings.HasPrefix(trimmed, "|") {
+			if heading.MatchString(trimmed) {
+				dirCtx = ""
+			}
+			for _, sp := range spans {
+				if d := treeDir(sp.text); d != "" {
+					dirCtx = d
+				}
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(trimmed, "|"), "|")
+		first := lineSpans(cells[0])
+		if len(first) == 0 {
+			continue
+		}
+		rest := lineSpans(strings.Join(cells[1:], "|"))
+		if d := treeDir(first[0].text); d != "" && len(first) == 1 {
+			// A package's row: the files it names are its own (its names may be other
+			// packages', a type's fields, API kinds: placed names are checked above).
+			for _, sp := range rest {
+				if strings.HasSuffix(sp.text, ".go") && !strings.Contains(sp.text, "/") {
+					if _, err := os.Stat(filepath.Join(root, d, sp.text)); err != nil {
+						report(i, sp.text, "no file "+sp.text+" in "+d)
+					}
+				}
+			}
+			continue
+		}
+		bare := true
+		for _, sp := range first {
+			bare = bare && strings.HasSuffix(sp.text, ".go") && !strings.Contains(sp.text, "/")
+		}
+		if !bare || dirCtx == "" {
+			continue
+		}
+		// A file's row in the table of a package's files: every file and name is the package's.
+		for _, sp := range append(first, rest...) {
+			if strings.HasSuffix(sp.text, ".go") && !strings.Contains(sp.text, "/") {
+				if _, err := os.Stat(filepath.Join(root, dirCtx, sp.text)); err != nil {
+					report(i, sp.text, "no file "+sp.text+" in "+dirCtx)
+				}
+				continue
+			}
+			if strings.Contains(sp.text, "/") && strings.Contains(sp.text, ".") {
+				continue // an import path: not the package's
+			}
+			for _, n := range strings.Split(sp.text, "/") {
+				report(i, sp.text, t.declaredIn(dirCtx, n))
+			}
+		}
+	}
+	return out
+}
+
 // checkRefs returns every stale reference of the pages, as "page:line: `span`: why".
 func checkRefs(root string, pages []string, t *goTree) ([]string, error) {
 	entries, err := os.ReadDir(root)
@@ -287,6 +479,9 @@ func checkRefs(root string, pages []string, t *goTree) ([]string, error) {
 			if why := staleRef(root, t, topLevel, sp.text); why != "" {
 				out = append(out, rel+":"+strconv.Itoa(sp.line)+": `"+sp.text+"`: "+why)
 			}
+		}
+		for _, sp := range placedRefs(root, t, topLevel, string(b)) {
+			out = append(out, rel+":"+strconv.Itoa(sp.line)+": `"+sp.text+"`: "+sp.why)
 		}
 	}
 	return out, nil
@@ -313,8 +508,10 @@ func TestDocsCodeReferencesResolve(t *testing.T) {
 	}
 }
 
-// TestDocsCodeReferencesPlanted: one planted stale name per class is caught, and the same
-// page's live names and non-references are not.
+// TestDocsCodeReferencesPlanted: one planted stale name per class is caught (a path, a
+// package's name, a type's member, a test, a name placed in a file or package, a file in a
+// package's row, a name and a file in a table of a package's files), and the same page's live
+// names and non-references are not.
 func TestDocsCodeReferencesPlanted(t *testing.T) {
 	root := filepath.Join("..", "..")
 	tree, err := readTree(root)
@@ -332,6 +529,19 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 		"```sh",
 		"echo `plugin.InsideAFence`",
 		"```",
+		"Placed, live: `plugin/reads.go` `ReadUsage`, `plugin/cmd/stepplugin` `Command.Main`, `plugin/step` `TestStepEveryUserCounts`.",
+		"Placed, stale: `plugin/users.go` `ReadUsageGone`, `plugin/cmd` `StepPlugin.Main`.",
+		"",
+		"| package | files |",
+		"|---|---|",
+		"| `plugin/controller` | `watch.go`, `cache.go`, `healthgone.go` |",
+		"",
+		"The files of `plugin/`:",
+		"",
+		"| file | what |",
+		"|---|---|",
+		"| `api.go`, `reads.go` | `call`, `OwnerPatch`/`ownerPatchFor`, `Attacher.ReadUsage`, from `k8s.io/kubernetes/pkg/api/v1/pod` |",
+		"| `ownership.go` | `MissingOwnersGone`, `logger.go` |",
 	}, "\n")
 	if err := os.WriteFile(page, []byte(md), 0o644); err != nil {
 		t.Fatal(err)
@@ -346,7 +556,10 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 		span, _, _ = strings.Cut(span, "`")
 		got = append(got, span)
 	}
-	want := []string{"plugin/classify.go", "plugin.MissingOwnersGone", "plugin.Attacher.Adopt", "Attacher.PlanAdoption", "TestNoSuchThing"}
+	want := []string{"plugin/classify.go", "plugin.MissingOwnersGone", "plugin.Attacher.Adopt", "Attacher.PlanAdoption", "TestNoSuchThing",
+		"ReadUsageGone", "StepPlugin.Main", "healthgone.go", "MissingOwnersGone", "logger.go"}
+	sort.Strings(got)
+	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("stale references found %q, want %q\n%s", got, want, strings.Join(stale, "\n"))
 	}

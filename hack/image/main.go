@@ -10,7 +10,7 @@
 //
 //	for a in amd64 arm64; do
 //	  CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-linux-$a .
-//	  CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-step-linux-$a ./plugin/cmd/step-plugin
+//	  CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath -o bin/configmap-attacher-step-linux-$a ./plugin/cmd/configmap-attacher-step
 //	done
 //	go run ./hack/image -tag ghcr.io/configmap-attacher/configmap-attacher:v1.0.0 \
 //	    -binary linux/amd64=bin/configmap-attacher-linux-amd64 -step-binary linux/amd64=bin/configmap-attacher-step-linux-amd64 \
@@ -59,7 +59,7 @@ func run(args []string, stdout io.Writer) error {
 		return nil
 	})
 	steps := map[string]string{}
-	fs.Func("step-binary", "linux/ARCH=PATH: the step plugin's own static linux binary (./plugin/cmd/step-plugin) for ARCH; one per -binary", func(s string) error {
+	fs.Func("step-binary", "linux/ARCH=PATH: the step plugin's own static linux binary (./plugin/cmd/configmap-attacher-step) for ARCH; one per -binary", func(s string) error {
 		plat, path, ok := strings.Cut(s, "=")
 		arch, found := strings.CutPrefix(plat, "linux/")
 		if !ok || !found || arch == "" || path == "" {
@@ -86,7 +86,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	for i, p := range platforms {
 		if platforms[i].StepBinary = steps[p.Arch]; platforms[i].StepBinary == "" {
-			return fmt.Errorf("-binary linux/%s has no -step-binary linux/%s=PATH (build ./plugin/cmd/step-plugin)", p.Arch, p.Arch)
+			return fmt.Errorf("-binary linux/%s has no -step-binary linux/%s=PATH (build ./plugin/cmd/configmap-attacher-step)", p.Arch, p.Arch)
 		}
 		delete(steps, p.Arch)
 	}

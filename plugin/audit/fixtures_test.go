@@ -3,11 +3,9 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
@@ -26,12 +24,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fakemeta"
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
-
-// TestMain shortens the core's grace for missing objects: the fakes never create one late.
-func TestMain(m *testing.M) {
-	plugin.Grace = 50 * time.Millisecond
-	os.Exit(m.Run())
-}
 
 const (
 	testNS = fixtures.Namespace

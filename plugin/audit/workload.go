@@ -51,7 +51,7 @@ func (a *Auditor) rolloutWorkload(ctx context.Context, ro *v1alpha1.Rollout, lis
 	}
 	aw.w = res.Workload
 	aw.current = func(rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-		if rs := newrs.Rollout(res.Rollout, rss); rs != nil {
+		if rs := newrs.OfRollout(res.Rollout, rss); rs != nil {
 			return rs
 		}
 		return plugin.ByPodHash(rss, ro.Status.CurrentPodHash)

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,32 +21,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin/controller"
+	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testController(env map[string]string, crd bool) (*Controller, *syncBuffer, *syncBuffer) {
-	var out, errb syncBuffer
+func testController(env map[string]string, crd bool) (*Controller, *cluster.SyncBuffer, *cluster.SyncBuffer) {
+	var out, errb cluster.SyncBuffer
 	return &Controller{Stdout: &out, Stderr: &errb,
 		Getenv:   func(k string) string { return env[k] },
 		readFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
@@ -127,7 +108,7 @@ func runFor(t *testing.T, c *Controller, args ...string) (int, string) {
 	go func() {
 		done <- c.main(append([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0"}, args...))
 	}()
-	errb := c.Stderr.(*syncBuffer)
+	errb := c.Stderr.(*cluster.SyncBuffer)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {

@@ -1,3 +1,7 @@
+// Package job is the command-line (Job) mode: WaitAndAttach waits until the Rollouts
+// controller has created the ReplicaSet of a Rollout's current template (newrs.OfRollout), then
+// hands the listed ConfigMaps and Secrets to the core's Attacher.Reconcile. Its flags are
+// plugin/cmd's.
 package job
 
 import (
@@ -49,6 +53,9 @@ type Request struct {
 	Log                      logrus.FieldLogger
 	// PollInterval is the pause between checks (DefaultPollInterval when zero).
 	PollInterval time.Duration
+	// CreationWait is how long a listed object that does not exist yet is waited for once the
+	// ReplicaSet is there (plugin.DefaultCreationWait when zero).
+	CreationWait time.Duration
 }
 
 // TemplateAnnotation is an annotation KEY=VALUE a pod template must carry.
@@ -75,7 +82,8 @@ func WaitAndAttach(ctx context.Context, r Request) (string, error) {
 	}
 	cl := r.Clients
 	core := cl.Core()
-	w := &waiter{attacher: &plugin.Attacher{Client: core.Kube, Meta: core.Meta, Log: log, RBACHint: jobRBACHint},
+	w := &waiter{attacher: &plugin.Attacher{Client: core.Kube, Meta: core.Meta, Log: log, RBACHint: jobRBACHint,
+		CreationWait: r.CreationWait},
 		rollouts: cl.Rollouts, kube: cl.Kube, cfg: cfg, policy: r.Policy, leases: r.ControllerLeases, expect: r.ExpectTemplateAnnotation, ns: r.Namespace, name: r.Rollout, log: log,
 		events: &plugin.APIEvents{Client: func() (plugin.Clients, error) { return core, nil }, Log: log}}
 	return w.run(ctx, interval)
@@ -186,7 +194,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	target := newrs.Rollout(resolved, rss)
+	target := newrs.OfRollout(resolved, rss)
 	if target == nil {
 		return w.waitFor(fmt.Sprintf("the Rollouts controller to create the ReplicaSet of the current pod template of Rollout %s/%s (status.currentPodHash %q names an older one)", w.ns, w.name, ro.Status.CurrentPodHash))
 	}

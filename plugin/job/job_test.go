@@ -22,12 +22,16 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-// jobOf is the request the Job's flags make for Rollout shop/web (the default opt-in policy).
+// jobOf is the request the Job's flags make for Rollout shop/web (the default opt-in policy),
+// with a short wait for missing objects: the fakes never create one late.
 func jobOf(configMaps, secrets []string, timeout time.Duration) Request {
-	return Request{Namespace: testNS, Rollout: "web",
+	return Request{Namespace: testNS, Rollout: "web", CreationWait: shortCreationWait,
 		Config: plugin.Config{ConfigMaps: configMaps, Secrets: secrets, Timeout: plugin.Duration{Duration: timeout}},
 		Policy: plugin.Policy{OptIn: labels.SelectorFromSet(labels.Set{plugin.OptInLabel: "true"})}}
 }
+
+// shortCreationWait replaces the 5 s wait for a listed object not created yet.
+const shortCreationWait = 50 * time.Millisecond
 
 // runJob runs WaitAndAttach as cmd.Job does and returns its message, what it logged and the
 // error.

@@ -13,12 +13,12 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
-// Rollout is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
+// OfRollout is the ReplicaSet the Rollouts controller itself calls new for the Rollout as
 // read from the API (the command line, audit): argo-rollouts' FindNewReplicaSet (the template
 // hash with status.collisionCount, then the old hash, then template equality, which is what
 // finds a re-used ReplicaSet after undo). A Rollout without a template (an unresolved
 // workloadRef) falls back to the ReplicaSet that status.currentPodHash names.
-func Rollout(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+func OfRollout(ro *v1alpha1.Rollout, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	if len(ro.Spec.Template.Spec.Containers) == 0 {
 		return plugin.ByPodHash(rss, ro.Status.CurrentPodHash)
 	}

@@ -50,7 +50,7 @@ func TestRunBoundedWhenAPIServerHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := func() (plugin.Clients, error) { return cl, nil }
-	s := &Step{Client: client, Log: quietLog(), Events: plugin.NewAsyncEvents(&plugin.APIEvents{Client: client}, 8, quietLog())}
+	s := &Step{Client: client, Log: quietLog(), CreationWait: shortCreationWait, Events: plugin.NewAsyncEvents(&plugin.APIEvents{Client: client}, 8, quietLog())}
 	start := time.Now()
 	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	took := time.Since(start)

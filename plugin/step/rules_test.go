@@ -353,7 +353,7 @@ func TestAdoptAcrossWorkloads(t *testing.T) {
 	dying := aged("b0", "uid-b0", 0, fixtures.PodSpec([]string{"shared"}, nil))
 	dying.DeletionTimestamp = &metav1.Time{Time: fixtures.T0}
 	c := fake.NewClientset(optedIn(fixtures.ConfigMap("shared")), fixtures.ConfigMap("plain"))
-	a := &plugin.Attacher{Client: clientset.Typed(c), Meta: clientsOf(c).Meta, Log: quietLog()}
+	a := &plugin.Attacher{Client: clientset.Typed(c), Meta: clientsOf(c).Meta, Log: quietLog(), CreationWait: shortCreationWait}
 	users := usageOf(false, a1, b1, dying)
 	cands := []plugin.Candidate{
 		{Object: plugin.Object{Kind: plugin.KindConfigMap, Name: "shared"}, Labels: map[string]string{plugin.OptInLabel: "true"}},

@@ -78,6 +78,9 @@ type Step struct {
 	Concurrency int
 	// Backoff paces retries of transient errors within a call (default DefaultBackoff).
 	Backoff wait.Backoff
+	// CreationWait is how long a listed object that does not exist yet is waited for (default
+	// plugin.DefaultCreationWait).
+	CreationWait time.Duration
 	// Events records Kubernetes Events on the Rollout (nil: none).
 	Events plugin.EventRecorder
 	// Policy is the administrator's (plugin args --require-opt-in, --opt-in-selector).
@@ -161,7 +164,8 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	if err != nil {
 		return types.RpcStepResult{}, rpcErr(fmt.Errorf("building the Kubernetes client: %w", err))
 	}
-	a := &plugin.Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff}
+	a := &plugin.Attacher{Client: clients.Kube, Meta: clients.Meta, Log: log, Concurrency: s.Concurrency, Backoff: s.Backoff,
+		CreationWait: s.CreationWait}
 
 	// Only the Rollout's own ReplicaSets until its target exists: a waiting step reads nothing
 	// else (reads.go).

@@ -23,9 +23,13 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
+// shortCreationWait replaces the 5 s wait for a listed object not created yet: the unit tests'
+// fakes never create one late (unless a test says so).
+const shortCreationWait = 50 * time.Millisecond
+
 func newStep(c kubernetes.Interface) *Step {
 	return &Step{Client: func() (plugin.Clients, error) { return clientsOf(c), nil }, Concurrency: 4, Log: quietLog(),
-		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}}
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}, CreationWait: shortCreationWait}
 }
 
 func stepCtx(config string) *types.RpcStepContext {
@@ -274,7 +278,8 @@ func TestRunTransientErrors(t *testing.T) {
 
 func TestRunClientErrorAndBadConfig(t *testing.T) {
 	calls := 0
-	s := &Step{Client: func() (plugin.Clients, error) { calls++; return plugin.Clients{}, errors.New("no kubeconfig") }, Log: quietLog()}
+	s := &Step{Client: func() (plugin.Clients, error) { calls++; return plugin.Clients{}, errors.New("no kubeconfig") }, Log: quietLog(),
+		CreationWait: shortCreationWait}
 	res, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["a"]}`))
 	if !rerr.HasError() || !strings.Contains(rerr.Error(), "no kubeconfig") || res.Phase == types.PhaseFailed {
 		t.Errorf("client error: %s %v", res.Phase, rerr)

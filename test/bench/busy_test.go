@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -125,8 +124,9 @@ func BenchmarkStepBusy(b *testing.B) {
 	}
 	floorMeta := metaClient(b, id)
 	formula := newFormulaClients(b, id)
-	counter := newPageCounter()
-	countedID := counter.wrap(id)
+	// A list's later pages apart: the goal wants requests constant in the Pod count but pages.
+	counter := &cluster.Counter{ListPagesApart: true}
+	countedID := counter.Wrap(id)
 	countedFormula := newFormulaClients(b, countedID)
 
 	for _, pods := range busyPodCounts {
@@ -160,9 +160,9 @@ func BenchmarkStepBusy(b *testing.B) {
 					countOne := func(step func() error) map[string]int {
 						ev.resetOwners(b, objs)
 						time.Sleep(20 * time.Millisecond)
-						counter.reset()
+						counter.Reset()
 						err := step()
-						snap := counter.snapshot()
+						snap := counter.ByName()
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -261,7 +261,7 @@ func (e *env) busyRSS(b *testing.B, id *rest.Config, lease plugin.LeaseRef, quie
 // the last lines it logged).
 func (e *env) rssSide(b *testing.B, rec *record, name string, ev *env, k int, sets []*objectSet, args []string) {
 	b.Helper()
-	log := &syncBuffer{}
+	log := &cluster.SyncBuffer{Max: 1 << 20} // the plugin's log lines, for a note
 	c, step := cluster.StartStepPlugin(b, exec.Command(stepBin, args...),
 		hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: log, Level: hclog.Debug}))
 	pid := c.ReattachConfig().Pid
@@ -303,7 +303,7 @@ func (e *env) rssSide(b *testing.B, rec *record, name string, ev *env, k int, se
 	switch {
 	case exited:
 		rec.Notes = append(rec.Notes, fmt.Sprintf("%s: the plugin process exited during the steps (%d of %d failed); its last lines: %s",
-			name, failed.Load(), len(lat), log.tail(6)))
+			name, failed.Load(), len(lat), log.Tail(6)))
 	case err != nil:
 		rec.Notes = append(rec.Notes, fmt.Sprintf("%s: %d of %d steps failed, first: %v", name, failed.Load(), len(lat), err))
 	default:
@@ -318,33 +318,6 @@ func (e *env) rssSide(b *testing.B, rec *record, name string, ev *env, k int, se
 	}
 	rec.metric(b, name+"-p50-ms", summarize(ms).P50)
 	c.Kill()
-}
-
-// syncBuffer collects a plugin's log lines (go-plugin relays its stderr) for a note.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf = append(s.buf, p...)
-	if len(s.buf) > 1<<20 {
-		s.buf = s.buf[len(s.buf)-1<<19:]
-	}
-	return len(p), nil
-}
-
-// tail is the last n lines, joined with " | ".
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(s.buf)), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // apiserverMetrics reads kube-apiserver's /metrics as admin.

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-	rolloutsclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,30 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 const ctlPrefix = "configmap_attacher_controller_"
-
-// ctlEnv is one benchmark's namespace with the admin clients.
-type ctlEnv struct {
-	c    *cluster.Cluster
-	ns   string
-	kube kubernetes.Interface
-	ro   rolloutsclient.Interface
-}
-
-func newCtlEnv(b *testing.B) *ctlEnv {
-	b.Helper()
-	c := sharedCluster(b)
-	rc, err := rolloutsclient.NewForConfig(c.AdminConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &ctlEnv{c: c, ns: c.Namespace(b), kube: c.Client(b), ro: rc}
-}
 
 // ctlWorkload is a Rollout object and its ReplicaSets.
 type ctlWorkload struct {
@@ -84,7 +64,7 @@ func ctlSpec(cms, secrets []string) corev1.PodSpec {
 // populate creates n Rollouts with rsPer ReplicaSets each; ReplicaSet j of workload i uses
 // ConfigMap w<i>-c<j> and Secret w<i>-s<j> (opted in), and `unrelated` unlabelled Secrets
 // per ReplicaSet exist beside them. Creation runs 32 at a time, unthrottled.
-func (e *ctlEnv) populate(b *testing.B, from, n, rsPer, unrelated int) []ctlWorkload {
+func (e *env) populate(b *testing.B, from, n, rsPer, unrelated int) []ctlWorkload {
 	b.Helper()
 	t0 := time.Now()
 	out := make([]ctlWorkload, n)
@@ -97,7 +77,7 @@ func (e *ctlEnv) populate(b *testing.B, from, n, rsPer, unrelated int) []ctlWork
 			name := fmt.Sprintf("w%d", w)
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			ro, err := e.ro.ArgoprojV1alpha1().Rollouts(e.ns).Create(rctx, &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name},
+			ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(e.ns).Create(rctx, &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: v1alpha1.RolloutSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: ctlSpec(nil, nil)},
 					Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{}}}}, metav1.CreateOptions{})
@@ -107,16 +87,16 @@ func (e *ctlEnv) populate(b *testing.B, from, n, rsPer, unrelated int) []ctlWork
 			out[i].ro = ro
 			for j := 0; j < rsPer; j++ {
 				cm, sec := fmt.Sprintf("%s-c%d", name, j), fmt.Sprintf("%s-s%d", name, j)
-				if _, err := e.kube.CoreV1().ConfigMaps(e.ns).Create(rctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optIn},
+				if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(rctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optIn},
 					Data: map[string]string{"app.yaml": strings.Repeat("k: v\n", 40)}}, metav1.CreateOptions{}); err != nil {
 					return err
 				}
-				if _, err := e.kube.CoreV1().Secrets(e.ns).Create(rctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optIn},
+				if _, err := e.admin.CoreV1().Secrets(e.ns).Create(rctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optIn},
 					Data: map[string][]byte{"token": []byte(strings.Repeat("s", 64))}}, metav1.CreateOptions{}); err != nil {
 					return err
 				}
 				for u := 0; u < unrelated; u++ {
-					if _, err := e.kube.CoreV1().Secrets(e.ns).Create(rctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-u%d-%d", name, j, u)},
+					if _, err := e.admin.CoreV1().Secrets(e.ns).Create(rctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-u%d-%d", name, j, u)},
 						Data: map[string][]byte{"token": []byte(strings.Repeat("u", 64))}}, metav1.CreateOptions{}); err != nil {
 						return err
 					}
@@ -137,10 +117,10 @@ func (e *ctlEnv) populate(b *testing.B, from, n, rsPer, unrelated int) []ctlWork
 	return out
 }
 
-func (e *ctlEnv) createRS(ctx context.Context, ro *v1alpha1.Rollout, hash string, spec corev1.PodSpec) (*appsv1.ReplicaSet, error) {
+func (e *env) createRS(ctx context.Context, ro *v1alpha1.Rollout, hash string, spec corev1.PodSpec) (*appsv1.ReplicaSet, error) {
 	zero := int32(0)
 	l := map[string]string{"app": ro.Name, "rollouts-pod-template-hash": hash}
-	rs, err := e.kube.AppsV1().ReplicaSets(e.ns).Create(ctx, &appsv1.ReplicaSet{
+	rs, err := e.admin.AppsV1().ReplicaSets(e.ns).Create(ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: ro.Name + "-" + hash, Labels: l, Annotations: map[string]string{"rollout.argoproj.io/revision": "1"},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ro, v1alpha1.SchemeGroupVersion.WithKind("Rollout"))}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: l},
@@ -155,7 +135,7 @@ func (e *ctlEnv) createRS(ctx context.Context, ro *v1alpha1.Rollout, hash string
 // ctlProc is the controller process (a cluster.ControllerProcess), stopped by b.Cleanup.
 type ctlProc struct{ *cluster.ControllerProcess }
 
-func startCtl(b *testing.B, e *ctlEnv, args ...string) *ctlProc {
+func startCtl(b *testing.B, e *env, args ...string) *ctlProc {
 	b.Helper()
 	logPath := filepath.Join(e.c.Dir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
 	cp, err := cluster.LaunchController(pluginBin, "bench", logPath, nil,
@@ -244,17 +224,17 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func BenchmarkControllerReaction(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("workloads=%d", n), func(b *testing.B) {
-			e := newCtlEnv(b)
+			e := newEnv(b)
 			ws := e.populate(b, 0, n, 1, 0)
 			p := startCtl(b, e, "-leader-elect=false")
 			p.waitReady(b)
 			p.waitAdded(b, 2*n, time.Now(), "owner_references_added_total")
 			const samples = 200
-			cms, err := e.kube.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{Limit: 1})
+			cms, err := e.admin.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{Limit: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
-			w, err := e.kube.CoreV1().ConfigMaps(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: cms.ResourceVersion})
+			w, err := e.admin.CoreV1().ConfigMaps(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: cms.ResourceVersion})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -274,7 +254,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 			for i := 0; i < samples; i++ {
 				wl := ws[i%n]
 				cm := fmt.Sprintf("r%d", i)
-				if _, err := e.kube.CoreV1().ConfigMaps(e.ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm,
+				if _, err := e.admin.CoreV1().ConfigMaps(e.ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm,
 					Labels: map[string]string{"configmap-attacher/revisioned": "true"}}}, metav1.CreateOptions{}); err != nil {
 					b.Fatal(err)
 				}
@@ -314,7 +294,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 // election on: lease renewals only).
 func BenchmarkControllerColdStart(b *testing.B) {
 	const workloads, rsPer, qps, burst = 1000, 5, 200, 100
-	e := newCtlEnv(b)
+	e := newEnv(b)
 	e.populate(b, 0, workloads, rsPer, 0)
 	objects := workloads * rsPer * 2
 	t0 := time.Now()
@@ -354,7 +334,7 @@ func BenchmarkControllerColdStart(b *testing.B) {
 // cache, each with 2 opted-in objects and as many unrelated Secrets (-dry-run: the caches are
 // the same, without 20k patches). Goal: ≤ 100 MiB at 10k.
 func BenchmarkControllerMemory(b *testing.B) {
-	e := newCtlEnv(b)
+	e := newEnv(b)
 	const rsPer = 5
 	have := 0
 	for _, rsTotal := range []int{1000, 10000} {

@@ -45,7 +45,8 @@ const pluginName = "configmap-attacher/configmap-attacher"
 // setLabel marks every object of a fixture set, for listing them back.
 const setLabel = "bench.configmap-attacher/set"
 
-// env is one benchmark's namespace with its clients.
+// env is one benchmark's namespace with its admin clients (every benchmark's: the step's, the
+// controller mode's and its scale model's).
 type env struct {
 	c        *cluster.Cluster
 	ns       string
@@ -87,7 +88,7 @@ func (e *env) controllerIdentity(b *testing.B) *rest.Config {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-		// The namespace's users (plugin/users.go ReadUsage): examples/rbac-step-plugin.yaml
+		// The namespace's users (plugin/reads.go ReadUsage): examples/rbac-step-plugin.yaml
 		// grants the first three, the controller's ClusterRole the rest.
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list"}},
@@ -405,7 +406,7 @@ var usersControllers = []struct {
 	{"argoproj.io", "Experiment", v1alpha1.SchemeGroupVersion.WithResource("experiments")},
 }
 
-// floorUsers sends the reads the step makes before any write (plugin/users.go ReadUsage: every
+// floorUsers sends the reads the step makes before any write (plugin/reads.go ReadUsage: every
 // user of an object in the namespace counts) straight through client-go, concurrently as the
 // step does: every ReplicaSet of the namespace (consistent, typed: the pod templates), then,
 // metadata only and one after the other, each checked controller kind (Deployment, Rollout,

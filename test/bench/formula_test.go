@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"net/http"
-	"sync"
 	"testing"
 
 	"golang.org/x/sync/errgroup"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/test/support/cluster"
 )
 
 // formulaPageSize is the page size of every namespace-wide list of the formula (limit=500, the
@@ -222,51 +219,4 @@ func pagedMeta(ctx context.Context, m metadata.Interface, gvr schema.GroupVersio
 		}
 		return l.Continue, nil
 	})
-}
-
-// pageCounter counts API requests by "verb resource" as test/support/cluster's Counter does,
-// and counts the requests for a list's second and later pages (a continue token) apart, as
-// "list-page resource": the goal wants requests constant in the Pod count apart from pages.
-type pageCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func newPageCounter() *pageCounter { return &pageCounter{counts: map[string]int{}} }
-
-func (c *pageCounter) wrap(cfg *rest.Config) *rest.Config {
-	cp := rest.CopyConfig(cfg)
-	cp.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(req *http.Request) (*http.Response, error) {
-			k := cluster.ClassifyRequest(req)
-			if req.URL.Query().Get("continue") != "" {
-				k.Verb = "list-page"
-			}
-			c.mu.Lock()
-			c.counts[k.String()]++
-			c.mu.Unlock()
-			return rt.RoundTrip(req)
-		})
-	})
-	return cp
-}
-
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func (c *pageCounter) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts = map[string]int{}
-}
-
-func (c *pageCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := make(map[string]int, len(c.counts))
-	for k, v := range c.counts {
-		m[k] = v
-	}
-	return m
 }

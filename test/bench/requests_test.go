@@ -93,15 +93,11 @@ func requestLeaf(b *testing.B, counter *cluster.Counter, prepare func(), step fu
 			err := step()
 			d := time.Since(t0)
 			b.StopTimer()
-			snap := counter.Snapshot()
+			m := counter.ByName()
 			if err != nil {
 				b.Fatal(err)
 			}
 			verify()
-			m := map[string]int{}
-			for k, v := range snap {
-				m[k.String()] = v
-			}
 			if per != nil && fmt.Sprint(per) != fmt.Sprint(m) {
 				b.Fatalf("requests differ between steps: %v then %v", per, m)
 			}

@@ -16,7 +16,7 @@ import (
 
 // argo-rollouts' own step plugin sample (test/cmd/step-plugin-sample in the argo-rollouts
 // module: the same go-plugin RPC and v1alpha1 types as ours, no Kubernetes client), measured
-// beside ours in the same run as the anchor of issue 21's goals for the plugin process.
+// beside ours in the same run as the anchor of the plugin process's goals.
 
 // samplePackage is the sample's main package; go build resolves it through our go.mod, so it
 // is built from the module cache at the argo-rollouts version we require (v1.10.2) with our

@@ -43,11 +43,11 @@ var userKinds = []string{"revisions", "jobs", "pods", "anchors"}
 
 // createOptedIn creates the opted-in ConfigMap and Secret a user of another kind uses.
 func (e *scaleEnv) createOptedIn(ctx context.Context, ns, cm, sec string) error {
-	if _, err := e.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optInLabels},
+	if _, err := e.admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optInLabels},
 		Data: map[string]string{"app.yaml": strings.Repeat("k: v\n", 40)}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create ConfigMap %s/%s: %w", ns, cm, err)
 	}
-	if _, err := e.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optInLabels},
+	if _, err := e.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optInLabels},
 		Data: map[string][]byte{"token": []byte(strings.Repeat("s", 64))}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create Secret %s/%s: %w", ns, sec, err)
 	}
@@ -62,7 +62,7 @@ func (e *scaleEnv) statefulSet(ctx context.Context, ns, name, cm, sec string) (*
 	}
 	zero := int32(0)
 	l := map[string]string{"app": name}
-	s, err := e.kube.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+	s, err := e.admin.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.StatefulSetSpec{Replicas: &zero, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: ctlSpec(cms, secs)}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -124,7 +124,7 @@ func (e *scaleEnv) addRevisions(b *testing.B, n int) {
 			if err != nil {
 				return err
 			}
-			if _, err := e.kube.AppsV1().ControllerRevisions(ns).Create(ctx, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{
+			if _, err := e.admin.AppsV1().ControllerRevisions(ns).Create(ctx, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{
 				Name: fmt.Sprintf("%s-%d", name, j), Labels: s.Spec.Template.Labels,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: s.UID, Controller: &yes}}},
 				Data: runtime.RawExtension{Raw: data}, Revision: int64(j + 1)}, metav1.CreateOptions{}); err != nil {
@@ -147,7 +147,7 @@ func (e *scaleEnv) addJobs(b *testing.B, n int) {
 		}
 		spec := ctlSpec([]string{cm}, []string{sec})
 		spec.RestartPolicy = corev1.RestartPolicyNever
-		_, err := e.kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name},
+		_, err := e.admin.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}}}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("create Job %s/%s: %w", ns, name, err)
@@ -166,7 +166,7 @@ func (e *scaleEnv) addPods(b *testing.B, n int) {
 		if err := e.createOptedIn(ctx, ns, cm, sec); err != nil {
 			return err
 		}
-		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		if _, err := e.admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: ctlSpec([]string{cm}, []string{sec})}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create Pod %s/%s: %w", ns, name, err)
 		}
@@ -230,7 +230,7 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 			defer cancel()
 			spec := ctlSpec([]string{"crowd-c"}, []string{"crowd-s"})
 			spec.RestartPolicy = corev1.RestartPolicyNever
-			j, err := e.kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crowd-job%d", i)},
+			j, err := e.admin.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crowd-job%d", i)},
 				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}}}, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("create Job %s/crowd-job%d: %w", ns, i, err)
@@ -255,8 +255,8 @@ func (e *scaleEnv) crowd(b *testing.B, rsTotal, n int) {
 	for {
 		ctx, cancel := e.ctx()
 		var err1, err2 error
-		cm, err1 = e.kube.CoreV1().ConfigMaps(ns).Get(ctx, "crowd-c", metav1.GetOptions{})
-		sec, err2 = e.kube.CoreV1().Secrets(ns).Get(ctx, "crowd-s", metav1.GetOptions{})
+		cm, err1 = e.admin.CoreV1().ConfigMaps(ns).Get(ctx, "crowd-c", metav1.GetOptions{})
+		sec, err2 = e.admin.CoreV1().Secrets(ns).Get(ctx, "crowd-s", metav1.GetOptions{})
 		cancel()
 		if err1 != nil || err2 != nil {
 			b.Fatalf("reading the crowd's objects: %v, %v", err1, err2)

@@ -125,7 +125,7 @@ type scaleWorkload struct {
 
 // scaleEnv is the benchmark's cluster state: its namespaces and workloads.
 type scaleEnv struct {
-	*ctlEnv
+	*env
 	nss       []string
 	workloads []*scaleWorkload
 	// unrelated and optedIn count the objects created (unrelated: never opted in).
@@ -165,10 +165,10 @@ func (e *scaleEnv) createUnrelated(ns, name string, configMap bool) error {
 	data := strings.Repeat("x", scaleDataBytes)
 	var err error
 	if configMap {
-		_, err = e.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		_, err = e.admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Data: map[string]string{"data": data}}, metav1.CreateOptions{})
 	} else {
-		_, err = e.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+		_, err = e.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Data: map[string][]byte{"data": []byte(data)}}, metav1.CreateOptions{})
 	}
 	if err != nil {
@@ -195,7 +195,7 @@ func (e *scaleEnv) grow(b *testing.B, total int, owned bool) {
 			name := fmt.Sprintf("w%d", w)
 			ctx, cancel := e.ctx()
 			defer cancel()
-			ro, err := e.ro.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name},
+			ro, err := e.rollouts.ArgoprojV1alpha1().Rollouts(ns).Create(ctx, &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: v1alpha1.RolloutSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: ctlSpec(nil, nil)},
 					Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{}}}}, metav1.CreateOptions{})
@@ -237,7 +237,7 @@ func (e *scaleEnv) revision(w *scaleWorkload, owned bool) (*appsv1.ReplicaSet, e
 	ctx, cancel := e.ctx()
 	defer cancel()
 	cm, sec := fmt.Sprintf("%s-c%d", w.ro.Name, rev), fmt.Sprintf("%s-s%d", w.ro.Name, rev)
-	e2 := &ctlEnv{c: e.c, ns: w.ns, kube: e.kube, ro: e.ro}
+	e2 := &env{c: e.c, ns: w.ns, admin: e.admin, rollouts: e.rollouts}
 	var rs *appsv1.ReplicaSet
 	var owners []metav1.OwnerReference
 	if owned {
@@ -247,11 +247,11 @@ func (e *scaleEnv) revision(w *scaleWorkload, owned bool) (*appsv1.ReplicaSet, e
 		}
 		owners = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID}}
 	}
-	if _, err := e.kube.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optInLabels, OwnerReferences: owners},
+	if _, err := e.admin.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Labels: optInLabels, OwnerReferences: owners},
 		Data: map[string]string{"app.yaml": strings.Repeat("k: v\n", 40)}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create ConfigMap %s/%s: %w", w.ns, cm, err)
 	}
-	if _, err := e.kube.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optInLabels, OwnerReferences: owners},
+	if _, err := e.admin.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec, Labels: optInLabels, OwnerReferences: owners},
 		Data: map[string][]byte{"token": []byte(strings.Repeat("s", 64))}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create Secret %s/%s: %w", w.ns, sec, err)
 	}
@@ -282,7 +282,7 @@ func (e *scaleEnv) roll(w *scaleWorkload) (*appsv1.ReplicaSet, time.Time, error)
 	ctx, cancel := e.ctx()
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
-	if err := e.kube.AppsV1().ReplicaSets(w.ns).Delete(ctx, oldest, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+	if err := e.admin.AppsV1().ReplicaSets(w.ns).Delete(ctx, oldest, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 		return rs, t0, fmt.Errorf("delete ReplicaSet %s/%s: %w", w.ns, oldest, err)
 	}
 	return rs, t0, nil
@@ -300,11 +300,11 @@ func (e *scaleEnv) watchOwned(b *testing.B) *ownedWatch {
 	b.Helper()
 	ow := &ownedWatch{seen: map[types.UID][2]time.Time{}}
 	sel := metav1.ListOptions{LabelSelector: "configmap-attacher/revisioned=true"}
-	cmw, err := e.kube.CoreV1().ConfigMaps("").Watch(context.Background(), sel)
+	cmw, err := e.admin.CoreV1().ConfigMaps("").Watch(context.Background(), sel)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sw, err := e.kube.CoreV1().Secrets("").Watch(context.Background(), sel)
+	sw, err := e.admin.CoreV1().Secrets("").Watch(context.Background(), sel)
 	if err != nil {
 		cmw.Stop()
 		b.Fatal(err)
@@ -513,8 +513,8 @@ func BenchmarkControllerScale(b *testing.B) {
 	}
 	sizes := scaleSizes(b)
 	churn := scaleChurn(b)
-	base := newCtlEnv(b)
-	e := &scaleEnv{ctlEnv: base, nss: []string{base.ns}}
+	base := newEnv(b)
+	e := &scaleEnv{env: base, nss: []string{base.ns}}
 	largest := sizes[len(sizes)-1]
 	for len(e.nss) < (largest/scaleRSPerWorkload+scaleWorkloadsPerNS-1)/scaleWorkloadsPerNS {
 		e.nss = append(e.nss, base.c.Namespace(b))

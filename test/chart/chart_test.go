@@ -475,7 +475,7 @@ func TestTemplateRejects(t *testing.T) {
 		"rbac: {job: {discovr: true}}\n":        "additional properties 'discovr' not allowed",
 		"image: {digest: latest}\n":             "at '/image/digest'",
 		"qps: 0\n":                              "at '/qps'",
-		// The knobs of issue 18.
+		// The scheduling and lifecycle knobs.
 		"terminationGracePeriodSeconds: 30s\n":                           "at '/terminationGracePeriodSeconds': got string, want integer",
 		"topologySpreadConstraints: [{maxSkew: 1}]\n":                    "at '/topologySpreadConstraints/0': missing properties 'topologyKey', 'whenUnsatisfiable'",
 		"extraVolumes: [{configMap: {name: ca}}]\n":                      "at '/extraVolumes/0': missing property 'name'",

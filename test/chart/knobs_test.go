@@ -9,8 +9,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// everyKnob sets every value of the chart that adds to what it renders (issue 18's knobs among
-// them), so that one render shows each where it belongs and the apiserver takes them together.
+// everyKnob sets every value of the chart that adds to what it renders (the scheduling and
+// lifecycle knobs among them), so that one render shows each where it belongs and the
+// apiserver takes them together.
 const everyKnob = `
 commonLabels: {team: platform}
 deploymentAnnotations: {reloader.stakater.com/auto: "true"}

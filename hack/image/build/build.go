@@ -30,7 +30,7 @@ import (
 const (
 	// BinaryPath is where the binary is in the image, and the entrypoint.
 	BinaryPath = "/configmap-attacher"
-	// StepBinaryPath is the step plugin alone (plugin/cmd/step-plugin), which install-plugin
+	// StepBinaryPath is the step plugin alone (plugin/cmd/configmap-attacher-step), which install-plugin
 	// copies for the Argo Rollouts controller instead of the full binary.
 	StepBinaryPath = "/configmap-attacher-step"
 	// UID and GID of the nonroot user the image runs as (distroless's nonroot).
@@ -109,7 +109,7 @@ func Build(o Options) (v1.Image, error) {
 	created := o.created()
 	labels := o.Labels()
 	if o.StepBinary == "" {
-		return nil, fmt.Errorf("no step binary: build ./plugin/cmd/step-plugin for linux/%s and pass it", o.Arch)
+		return nil, fmt.Errorf("no step binary: build ./plugin/cmd/configmap-attacher-step for linux/%s and pass it", o.Arch)
 	}
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {

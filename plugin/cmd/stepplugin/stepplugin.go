@@ -1,7 +1,7 @@
 // Package stepplugin is the step plugin's command: the args the Argo Rollouts controller
 // passes (stepPlugins[].args in argo-rollouts-config), then serving step.Step over go-plugin.
-// It imports no other command, so the step plugin's own binary (plugin/cmd/step-plugin) links
-// only the step.
+// It imports no other command, so the step plugin's own binary
+// (plugin/cmd/configmap-attacher-step) links only the step.
 package stepplugin
 
 import (

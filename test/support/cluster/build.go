@@ -25,7 +25,7 @@ const EnvStepPluginBinary = "CMA_STEP_PLUGIN_BINARY"
 
 // StepPluginPackage is the step plugin's own main package: the binary the image ships as
 // /configmap-attacher-step and install-plugin copies for the Rollouts controller.
-const StepPluginPackage = "./plugin/cmd/step-plugin"
+const StepPluginPackage = "./plugin/cmd/configmap-attacher-step"
 
 // PluginBuild says which configmap-attacher binary to build. The zero value is the binary of
 // `make build` (static, -trimpath, stripped) for this machine, with the default version.

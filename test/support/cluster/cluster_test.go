@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -243,6 +244,47 @@ func TestClassifyRequest(t *testing.T) {
 		if got := ClassifyRequest(req).String(); got != tc.want {
 			t.Errorf("%s %s: got %q, want %q", tc.method, tc.url, got, tc.want)
 		}
+	}
+}
+
+// TestCounterListPagesApart: with ListPagesApart a list's continued pages count as list-page,
+// the first page as list; without it every page is a list.
+func TestCounterListPagesApart(t *testing.T) {
+	sent := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	})
+	for _, apart := range []bool{true, false} {
+		c := &Counter{ListPagesApart: apart}
+		rt := c.WrapTransport(sent)
+		for _, url := range []string{"/api/v1/namespaces/ns/pods?limit=500", "/api/v1/namespaces/ns/pods?limit=500&continue=abc", "/api/v1/namespaces/ns/pods?limit=500&continue=def"} {
+			req, _ := http.NewRequest("GET", "https://127.0.0.1:1"+url, nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+		}
+		want := map[string]int{"list pods": 1, "list-page pods": 2}
+		if !apart {
+			want = map[string]int{"list pods": 3}
+		}
+		if got := c.ByName(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ListPagesApart=%v: %v, want %v", apart, got, want)
+		}
+	}
+}
+
+// TestSyncBufferMaxAndTail: a bounded buffer keeps its last lines; Tail joins the last n.
+func TestSyncBufferMaxAndTail(t *testing.T) {
+	b := &SyncBuffer{Max: 64}
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(b, "line %d\n", i)
+	}
+	if n := len(b.String()); n > 64 {
+		t.Errorf("kept %d bytes, want at most Max (64)", n)
+	}
+	if got := b.Tail(2); got != "line 98 | line 99" {
+		t.Errorf("Tail(2) = %q", got)
 	}
 }
 

@@ -22,6 +22,11 @@ func (k RequestKey) String() string { return k.Verb + " " + k.Resource }
 // Counter counts the requests made through configs it wrapped, by verb and resource. It is
 // safe for concurrent use. Requests are counted when sent, whatever the response.
 type Counter struct {
+	// ListPagesApart counts the second and later pages of a list (a request with a continue
+	// token) as verb "list-page", apart from the lists themselves: a goal that wants requests
+	// constant in a namespace's size apart from pages. Set it before the first request.
+	ListPagesApart bool
+
 	mu     sync.Mutex
 	counts map[RequestKey]int
 }
@@ -39,7 +44,11 @@ func (c *Counter) Wrap(cfg *rest.Config) *rest.Config {
 // WrapTransport wraps rt so that its requests are counted; usable as rest.Config.WrapTransport.
 func (c *Counter) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		c.Add(ClassifyRequest(req))
+		k := ClassifyRequest(req)
+		if c.ListPagesApart && req.URL.Query().Get("continue") != "" {
+			k.Verb = "list-page"
+		}
+		c.Add(k)
 		return rt.RoundTrip(req)
 	})
 }
@@ -83,6 +92,16 @@ func (c *Counter) Snapshot() map[RequestKey]int {
 	m := make(map[RequestKey]int, len(c.counts))
 	for k, v := range c.counts {
 		m[k] = v
+	}
+	return m
+}
+
+// ByName returns a copy of the counts keyed by RequestKey.String ("patch configmaps").
+func (c *Counter) ByName() map[string]int {
+	snap := c.Snapshot()
+	m := make(map[string]int, len(snap))
+	for k, v := range snap {
+		m[k.String()] = v
 	}
 	return m
 }

@@ -52,6 +52,10 @@ func LogLinesOnFailure(t testing.TB, what, path string, log func() string, about
 // SyncBuffer is a bytes.Buffer safe to read while a child process (exec.Cmd's Stdout or
 // Stderr) or a logger writes to it.
 type SyncBuffer struct {
+	// Max, when above 0, bounds what is kept: past Max bytes only the last Max/2 are kept (a
+	// long-running process's log read only for its tail).
+	Max int
+
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
@@ -60,7 +64,20 @@ type SyncBuffer struct {
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	if b.Max > 0 && b.buf.Len() > b.Max {
+		b.buf.Next(b.buf.Len() - b.Max/2)
+	}
+	return n, err
+}
+
+// Tail returns the last n lines written, joined with " | " (one line for a note or an error).
+func (b *SyncBuffer) Tail(n int) string {
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 // String returns what has been written so far.

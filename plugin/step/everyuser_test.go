@@ -21,15 +21,14 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-// The smaller holes of "every user counts": each test fails on the code before it.
+// The step's corner cases of "every user counts" (a late object, discovery beside
+// allowUnreferenced, credentials, a Deployment orphaning its ReplicaSet, an unserved controller
+// kind): each test fails on the code before it.
 
 // TestLateObjectIsCheckedBeforeItsPatch: under --require-opt-in, a listed object that does
 // not exist at the label check and is created during the grace without the opt-in label is
 // refused, not patched: the object patched is the object checked.
 func TestLateObjectIsCheckedBeforeItsPatch(t *testing.T) {
-	old := plugin.Grace
-	plugin.Grace = 2 * time.Second
-	t.Cleanup(func() { plugin.Grace = old })
 	c := world()
 	if err := c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("configmaps"), testNS, "cfg-new"); err != nil {
 		t.Fatal(err)
@@ -46,6 +45,7 @@ func TestLateObjectIsCheckedBeforeItsPatch(t *testing.T) {
 		return false, nil, nil
 	})
 	s := newStep(c)
+	s.CreationWait = 2 * time.Second // long enough for the object to appear
 	s.Policy = plugin.Policy{RequireOptIn: true}
 	res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["cfg-new"]}`))
 	if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "refusing to attach ConfigMap cfg-new") {
@@ -139,7 +139,7 @@ func TestStepEveryUserCounts(t *testing.T) {
 func TestJobMessagesNameTheFlags(t *testing.T) {
 	rss := []*appsv1.ReplicaSet{fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"cfg-new"}, nil))}
 	users := usageOf(false, rss...)
-	a := &plugin.Attacher{Client: clientset.Typed(fake.NewClientset()), Log: quietLog()}
+	a := &plugin.Attacher{Client: clientset.Typed(fake.NewClientset()), Log: quietLog(), CreationWait: shortCreationWait}
 	_, err := a.Reconcile(t.Context(), plugin.Request{Workload: plugin.Workload{Kind: plugin.KindRollout, Namespace: testNS, Name: "web", UID: fixtures.RolloutUID},
 		Users: users, ReplicaSets: rss, Target: rss[0], Objects: []plugin.Object{{Kind: plugin.KindConfigMap, Name: "nope"}}, Source: "-configmaps/-secrets"})
 	if err == nil || strings.Contains(err.Error(), "step config") || !strings.Contains(err.Error(), "-configmaps/-secrets") {

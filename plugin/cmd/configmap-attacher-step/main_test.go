@@ -9,7 +9,7 @@ import (
 
 // TestImportGraphIsTheStepAlone: the step plugin's binary links none of what only the other
 // modes use. It lives in the Rollouts controller's pod for the controller's whole life, and
-// issue 21 measured these packages as most of its resident memory: client-go's typed clientset
+// these packages were measured as most of its resident memory: client-go's typed clientset
 // (every group's client and apply configurations), k8s.io/kubernetes (its feature gates and
 // Prometheus registrations), argo-rollouts' replicaset helpers (k8s.io/kubernetes/pkg/controller),
 // and our controller, audit, Job and typed-clients packages.

@@ -5,12 +5,3 @@
 // the same exit codes; the work itself is done by the core in package plugin and the mode
 // packages beside it. main.go only dispatches to them.
 package cmd
-
-import "github.com/configmap-attacher/configmap-attacher/plugin/cli"
-
-// Exit codes shared by every command (cli's).
-const (
-	ExitOK    = cli.ExitOK
-	ExitFail  = cli.ExitFail
-	ExitUsage = cli.ExitUsage
-)
