@@ -577,8 +577,8 @@ func renderCrowd(w *mdWriter, r *results) {
 	if m == nil {
 		return
 	}
-	w.p("**One object's many Jobs** (the `crowd=%s` leaf: %s Jobs created within %.0f s, all using one opted-in ConfigMap and one Secret, while the install runs at %s ReplicaSets): %s of them (those that owned the objects before they were more than %d) own each object one by one and its crowd anchor stands for the rest ([owner lists stay bounded](#owner-lists-stay-bounded)), settled %.1f s after the last Job was created. The floor is the same object with one reference per Job, sized the same way (protobuf, as etcd stores it):",
-		f1(m["crowd-jobs"]), f1(m["crowd-jobs"]), m["crowd-create-s"], f1(m["replicasets"]), f1(m["crowd-job-owners"]), plugin.MaxUserOwners, m["crowd-settled-s"])
+	w.p("**One object's many Jobs** (the `crowd=%s` leaf: %s Jobs created within %.0f s, all using one opted-in ConfigMap and one Secret, while the install runs at %s ReplicaSets): %s of them (those that owned the objects before they were more than %d) own each object one by one and its crowd anchor stands for the rest ([owner lists stay bounded](#owner-lists-stay-bounded)), settled %s. The floor is the same object with one reference per Job, sized the same way (protobuf, as etcd stores it):",
+		f1(m["crowd-jobs"]), f1(m["crowd-jobs"]), m["crowd-create-s"], f1(m["replicasets"]), f1(m["crowd-job-owners"]), plugin.MaxUserOwners, settledWhen(m["crowd-settled-s"]))
 	w.p("")
 	w.table([]string{"", "configmap-attacher", "one reference per Job (floor)"}, [][]string{
 		{"owner references on the object", f1(m["crowd-owners"]), f1(m["crowd-uncapped-owners"])},
@@ -589,9 +589,17 @@ func renderCrowd(w *mdWriter, r *results) {
 	if recs := r.leaf(leaf); len(recs[len(recs)-1].Requests) > 0 {
 		by = ": " + breakdown(recs[len(recs)-1].Requests)
 	}
-	w.p("The install sent %s requests for them (%s patches)%s. Its Go heap in use grew by %.1f MiB (%.2f KiB per Job: the Jobs in its template cache) and its RSS by %.1f MiB (the burst of %s Job events within seconds; the Job leaf above is the steady cost).",
-		f1(m["crowd-requests"]), f1(m["crowd-patches"]), by, m["crowd-heap-MiB"], m["crowd-heap-MiB"]*1024/m["crowd-jobs"], m["crowd-rss-MiB"], f1(m["crowd-jobs"]))
+	w.p("The install sent %s requests for them (%s patches)%s. 15 s after the burst of %s Job events its Go heap in use was %.1f MiB and its RSS %.1f MiB higher than before it: not yet a steady state (the Job leaf above gives the steady cost of a Job).",
+		f1(m["crowd-requests"]), f1(m["crowd-patches"]), by, f1(m["crowd-jobs"]), m["crowd-heap-MiB"], m["crowd-rss-MiB"])
 	w.p("")
+}
+
+// settledWhen says when the crowd's owner lists settled, after the last Job was created.
+func settledWhen(s float64) string {
+	if s < 0.05 {
+		return "by the time the last Job was created"
+	}
+	return fmt.Sprintf("%.1f s after the last Job was created", s)
 }
 
 // unrelatedShare is the unrelated objects of an install with n of the last size's ReplicaSets:
