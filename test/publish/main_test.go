@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -43,11 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "publish", Shared: &shared, Err: &sharedErr}))
 }
 
-// repoRoot is the module root (two directories above this file).
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 // goTool returns the binary of pkg@version built by hack/tool.sh (cached; built from the module
 // proxy when missing, unless CMA_NO_BUILD=1). When it cannot be had the test is skipped, or
@@ -61,7 +55,7 @@ func goTool(t *testing.T, name, pkg, version string) string {
 	if os.Getenv("CMA_NO_BUILD") == "1" {
 		cluster.SkipOrFail(t, fmt.Errorf("%w: %s missing and CMA_NO_BUILD=1", cluster.ErrUnavailable, p))
 	}
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "tool.sh"), name, pkg+"@"+version)
+	cmd := exec.Command("bash", filepath.Join(cluster.RepoRoot(), "hack", "tool.sh"), name, pkg+"@"+version)
 	cmd.Env = append(os.Environ(), "CMA_CACHE="+cluster.CacheDir())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -81,7 +75,7 @@ func helmBin(t *testing.T) string {
 	}
 	err := fmt.Errorf("%w: %s missing and CMA_NO_BUILD=1", cluster.ErrUnavailable, p)
 	if os.Getenv("CMA_NO_BUILD") != "1" {
-		cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "build-binaries.sh"), "helm")
+		cmd := exec.Command("bash", filepath.Join(cluster.RepoRoot(), "hack", "build-binaries.sh"), "helm")
 		cmd.Env = append(os.Environ(), "CMA_CACHE="+cluster.CacheDir(), "HELM_VERSION="+HelmVersion)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if rerr := cmd.Run(); rerr != nil {
@@ -110,7 +104,7 @@ func TestToolPins(t *testing.T) {
 		},
 		"Makefile": {"CRANE_PKG ?= " + CranePackage + "@" + CraneVersion, "COSIGN_PKG ?= " + CosignPackage + "@" + CosignVersion},
 	} {
-		b, err := os.ReadFile(filepath.Join(repoRoot(), file))
+		b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), file))
 		if err != nil {
 			t.Fatal(err)
 		}

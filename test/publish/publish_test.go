@@ -138,7 +138,7 @@ func runPublish(t *testing.T, ctx context.Context, tl *tools, dist, host, key st
 	ghOut := filepath.Join(t.TempDir(), "github-output")
 	out, err := tl.run(ctx, []string{"VERSION=" + cluster.ReleaseVersion, "CRANE=" + tl.crane, "HELM=" + tl.helm, "COSIGN=" + tl.cosign,
 		"GH=" + filepath.Join(tl.dir, "no-gh-here"), "GITHUB_OUTPUT=" + ghOut},
-		"bash", filepath.Join(repoRoot(), "hack", "release", "publish.sh"),
+		"bash", filepath.Join(cluster.RepoRoot(), "hack", "release", "publish.sh"),
 		"--registry", host, "--key", key, "--no-tlog", "--plain-http", "--no-github-release", dist)
 	if err != nil {
 		t.Fatalf("publish.sh: %v", err)
@@ -317,7 +317,7 @@ func TestPublishRefusesBadFlags(t *testing.T) {
 		{[]string{"--registry", "https://registry.example.com", "dist"}, "without a scheme"},
 		{[]string{"--key", filepath.Join(t.TempDir(), "missing.key"), "dist"}, "make one with cosign generate-key-pair"},
 	} {
-		cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(), "hack", "release", "publish.sh")}, tc.args...)...)
+		cmd := exec.Command("bash", append([]string{filepath.Join(cluster.RepoRoot(), "hack", "release", "publish.sh")}, tc.args...)...)
 		cmd.Env = append(os.Environ(), "VERSION="+cluster.ReleaseVersion)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
