@@ -42,7 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(cluster.Main(m, cluster.MainOptions{Name: "publish", Shared: &shared, Err: &sharedErr}))
 }
 
-
 // goTool returns the binary of pkg@version built by hack/tool.sh (cached; built from the module
 // proxy when missing, unless CMA_NO_BUILD=1). When it cannot be had the test is skipped, or
 // fails under CI=true.
