@@ -235,8 +235,8 @@ type AnchorState struct {
 // the workload moved on to another template, grace after the workload is gone. after, when not
 // zero, is when to look again. A crowd anchor (s.Crowd) is kept while the Jobs and Pods it
 // stands for are too many to own one by one, then until each of them owns the object itself.
-// An anchor that owns an object the controller does not adopt (s.Foreign) is never its to
-// delete: the installation that adopts the object decides, or cleanup does.
+// An anchor of objects the controller does not adopt (s.Foreign) is never its to delete: the
+// installation that adopts them decides, or cleanup does.
 func AnchorVerdict(s AnchorState, grace time.Duration) (del bool, after time.Duration) {
 	switch {
 	case s.Current, len(s.Foreign) > 0:
