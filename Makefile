@@ -39,7 +39,9 @@ TEST_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl rollouts-
 # The oldest Kubernetes the tests run (test/support/cluster OldKubeVersion, the chart's
 # kubeVersion floor): its control plane, built from its own modules into kube-$(OLD_KUBE_VERSION).
 OLD_KUBE_VERSION ?= v1.31.13
-OLD_KUBE_COMPONENTS ?= etcd kube-apiserver kube-controller-manager kubectl
+# Its etcd and kubectl are links to KubeVersion's (hack/build-binaries.sh), last so that the
+# other lane has built them by then.
+OLD_KUBE_COMPONENTS ?= kube-apiserver kube-controller-manager etcd kubectl
 GO_TEST_FLAGS ?= -race -count=1 -timeout 45m
 # UNIT_PKGS: make check's tests, those that need no control plane.
 UNIT_PKGS := ./plugin/... ./rpc/... ./hack/... ./test/support/fixtures ./test/support/fakemeta ./test/bench
@@ -113,11 +115,15 @@ check: lint ## the inner loop: lint, the tests that need no control plane, the d
 	go run ./hack/docs -check
 
 ## test: every test: unit, RPC, binary, and the real control plane (the README's test command,
-## and CI's through .ci/run). go test runs -p (the CPU count) packages at once, in the order
-## given: the longest ones are listed first so that they start first and no long package
-## starts last beside an idle core (./... adds the others, each once).
+## and CI's through .ci/run). First lint, binaries and publish-tools, at once: on a fresh
+## machine they are most of the run (builds from the module proxy), and three of them keep both
+## cores busy through downloads and links; warm, each is a check of cached files. Then go test
+## runs -p (the CPU count) packages at once, in the order given: the longest ones are listed
+## first so that they start first and no long package starts last beside an idle core (./...
+## adds the others, each once).
 SLOW_TEST_PKGS ?= ./test/release ./test/doctor ./test/image ./test/soak ./test/rollouts
-test: lint binaries publish-tools ## every test, with -race, against the real control plane (CI's command)
+test: ## every test, with -race, against the real control plane (CI's command)
+	$(MAKE) --no-print-directory -j3 lint binaries publish-tools
 	go test $(GO_TEST_FLAGS) $(SLOW_TEST_PKGS) ./...
 
 ## unit: the core's and the RPC boundary's tests under the race detector.
@@ -126,12 +132,14 @@ unit: ## the core's, the modes' and the RPC boundary's tests with -race
 
 ## binaries: build (or find cached) etcd, kube-apiserver, kube-controller-manager, kubectl
 ## and the Argo Rollouts controllers from Go modules, and the older control plane
-## (OLD_KUBE_VERSION) beside them: two builds at once (the script's locks allow it), as the
-## cold builds spend part of their time in module downloads and single-threaded links (their
-## lines name each binary's directory, kube-<version>). Fails when either fails.
+## (OLD_KUBE_VERSION) beside them: two lanes at once (the script locks per component), each
+## taking half of TEST_COMPONENTS' other parts after its control plane, as cold builds spend
+## part of their time in module downloads and single-threaded links (their lines name each
+## binary's directory, kube-<version>). Fails when either fails.
+LANE_OLD_EXTRA := $(filter rollouts-controller-old argocd,$(TEST_COMPONENTS))
 binaries: ## the control-plane parts the tests start (TEST_COMPONENTS and the older control plane), built once and cached
-	hack/build-binaries.sh $(TEST_COMPONENTS) & main=$$!; \
-	KUBE_VERSION=$(OLD_KUBE_VERSION) hack/build-binaries.sh $(OLD_KUBE_COMPONENTS) & old=$$!; \
+	hack/build-binaries.sh $(filter-out $(LANE_OLD_EXTRA),$(TEST_COMPONENTS)) & main=$$!; \
+	KUBE_VERSION=$(OLD_KUBE_VERSION) hack/build-binaries.sh $(filter-out etcd kubectl,$(OLD_KUBE_COMPONENTS)) $(LANE_OLD_EXTRA) $(filter etcd kubectl,$(OLD_KUBE_COMPONENTS)) & old=$$!; \
 	s=0; wait $$main || s=1; wait $$old || s=1; exit $$s
 
 ## demo: the README's "run it": a local control plane with the real Argo Rollouts controller

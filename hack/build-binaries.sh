@@ -8,13 +8,15 @@
 # their pinned versions, so a warm run only checks that the files exist.
 #
 # Usage: hack/build-binaries.sh [component...]   (default: all)
-#        KUBE_VERSION=v1.31.13 hack/build-binaries.sh etcd kube-apiserver kube-controller-manager kubectl
+#        KUBE_VERSION=v1.31.13 hack/build-binaries.sh kube-apiserver kube-controller-manager etcd kubectl
 #          (the oldest control plane the tests run, test/support/cluster OldKubeVersion: its own
-#          wrapper module, build log names and lock, so it builds beside a run for the default one)
+#          wrapper module, build log names and lock, so it builds beside a run for the default
+#          one; its etcd and kubectl are links to the default version's, built once)
 # Prints the directory holding the binaries of each version on its last line per component.
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.34.5}"
+DEFAULT_KUBE_VERSION=v1.34.5
+KUBE_VERSION="${KUBE_VERSION:-$DEFAULT_KUBE_VERSION}"
 ROLLOUTS_VERSION="${ROLLOUTS_VERSION:-v1.10.2}"
 ROLLOUTS_OLD_VERSION="${ROLLOUTS_OLD_VERSION:-v1.9.1}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
@@ -29,26 +31,26 @@ comps=("$@")
 [ ${#comps[@]} -eq 0 ] && comps=("${all[@]}")
 is_kube() { case "$1" in etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) return 0;; esac; return 1; }
 
-# One run at a time per cache and Kubernetes version: concurrent runs (parallel test packages
-# each finding a binary missing, or `make` next to a test) would write the same *.tmp outputs,
-# go.sum files and wrapper directories (rollouts_wrapper rm -rf's its directory). The kube
-# components of one KUBE_VERSION (their own wrapper module, output directory and logs) take
-# that version's lock, every other component the cache's lock, always in that order, so two
-# Kubernetes versions build at once and nothing else does. Later runs wait, then find the
-# binaries cached.
-take_lock() { # fd file
-  eval "exec $1>\"\$2\""
-  if ! flock -n "$1"; then
-    echo "waiting for another build-binaries.sh run (lock $2) ..."
-    flock "$1"
+# One build at a time per component: concurrent runs (parallel test packages each finding a
+# binary missing, `make binaries`' lanes, `make publish-tools` beside them) would write the
+# same *.tmp outputs, go.sum files and wrapper directories (rollouts_wrapper rm -rf's its
+# directory). The kube components of one KUBE_VERSION share a wrapper module, so they take that
+# version's lock; every other component takes its own. A lock is held while its component is
+# checked and built, so runs for different components build at once and a later run for the
+# same one waits, then finds it cached.
+lock_of() { # component
+  if is_kube "$1"; then echo "$CACHE/.build-kube-$KUBE_VERSION.lock"; else echo "$CACHE/.build-$1.lock"; fi
+}
+take_lock() { # component
+  command -v flock >/dev/null 2>&1 || return 0
+  local f; f=$(lock_of "$1")
+  exec 9>"$f"
+  if ! flock -n 9; then
+    echo "waiting for another build-binaries.sh run (lock $f) ..."
+    flock 9
   fi
 }
-if command -v flock >/dev/null 2>&1; then
-  need_kube=false need_other=false
-  for c in "${comps[@]}"; do if is_kube "$c"; then need_kube=true; else need_other=true; fi; done
-  if $need_kube; then take_lock 8 "$CACHE/.build-kube-$KUBE_VERSION.lock"; fi
-  if $need_other; then take_lock 9 "$CACHE/.build.lock"; fi
-fi
+release_lock() { exec 9>&-; }
 
 kube_minor() { local v="${KUBE_VERSION#v}"; echo "${v#*.}" | cut -d. -f1; }
 kube_dir="$CACHE/kube-$KUBE_VERSION"
@@ -213,7 +215,7 @@ build() { # name outdir logfile cmd...
   mkdir -p "$out"
   local t0=$(date +%s)
   echo "[$i/$n] building $name (log: $log) ... elapsed so far $(( t0 - start_all ))s"
-  if ! "$@" >"$log" 2>&1 8>&- 9>&-; then
+  if ! "$@" >"$log" 2>&1 9>&-; then
     echo "[$i/$n] FAILED to build $name after $(( $(date +%s) - t0 ))s; last lines of $log:" >&2
     tail -n 30 "$log" >&2
     if is_kube "$name"; then echo "retry with: KUBE_VERSION=$KUBE_VERSION $0 $name" >&2; else echo "retry with: $0 $name" >&2; fi
@@ -225,6 +227,20 @@ build() { # name outdir logfile cmd...
 n=${#comps[@]}; i=0
 for c in "${comps[@]}"; do
   i=$((i+1))
+  # An older control plane runs the default version's etcd and kubectl (etcd 3.6 serves the
+  # older apiserver's etcd 3.5 client; kubectl only applies manifests): a link, not a second
+  # build of each, which a cold first run would spend minutes on.
+  if [ "$KUBE_VERSION" != "$DEFAULT_KUBE_VERSION" ] && { [ "$c" = etcd ] || [ "$c" = kubectl ]; }; then
+    shared="$CACHE/kube-$DEFAULT_KUBE_VERSION/$c"
+    if [ ! -x "$shared" ]; then
+      KUBE_VERSION="$DEFAULT_KUBE_VERSION" "$0" "$c" | sed 's/^/  /'
+    fi
+    mkdir -p "$kube_dir"
+    ln -sfn "$shared" "$kube_dir/$c"
+    echo "[$i/$n] $c: $kube_dir/$c -> $shared"
+    continue
+  fi
+  take_lock "$c"
   case "$c" in
     etcd)
       w=$(kube_wrapper)
@@ -278,5 +294,6 @@ for c in "${comps[@]}"; do
       fi ;;
     *) echo "unknown component $c (known: ${all[*]})" >&2; exit 2 ;;
   esac
+  release_lock
 done
 echo "all ${n} components ready in $(( $(date +%s) - start_all ))s under $CACHE"

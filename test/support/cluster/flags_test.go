@@ -62,7 +62,7 @@ func checkFlags(t *testing.T, bin string, args []string) string {
 func TestKubeVersionPins(t *testing.T) {
 	for _, pin := range []struct{ file, re, want string }{
 		{"Makefile", `(?m)^OLD_KUBE_VERSION \?= (\S+)$`, OldKubeVersion},
-		{filepath.Join("hack", "build-binaries.sh"), `(?m)^KUBE_VERSION="\$\{KUBE_VERSION:-(\S+)\}"$`, KubeVersion},
+		{filepath.Join("hack", "build-binaries.sh"), `(?m)^DEFAULT_KUBE_VERSION=(\S+)$`, KubeVersion},
 	} {
 		b, err := os.ReadFile(filepath.Join(RepoRoot(), pin.file))
 		if err != nil {
