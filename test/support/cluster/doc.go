@@ -7,8 +7,9 @@
 // $HOME/.cache/configmap-attacher, see BinDir). When they are missing and cannot be built the
 // tests are skipped, unless CI=true or CMA_REQUIRE_CLUSTER=1, which turn that into a failure.
 // A cluster runs KubeVersion unless Options.KubeVersion names OldKubeVersion, the oldest
-// version the project supports, whose binaries live in their own cache directory; the flags
-// the harness passes follow the version (apiserver_flags.go).
+// version the project supports, whose kube-apiserver and kube-controller-manager live in their
+// own cache directory (its etcd and kubectl are links to KubeVersion's); the flags the harness
+// passes follow the version (apiserver_flags.go).
 //
 // Per test (stopped by t.Cleanup, also when the test fails):
 //
