@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,32 +135,6 @@ func (r *cachedRevision) refs() []plugin.Object {
 		return r.Anchor.Refs
 	}
 	return r.Refs
-}
-
-// enqueueRefs queues the opted-in objects among refs.
-func (c *Controller) enqueueRefs(ns string, refs []plugin.Object, react bool) {
-	for _, o := range refs {
-		k := Key{ns, o.Kind, o.Name}
-		if c.optedIn(c.object(k)) {
-			c.enqueue(k, react)
-		}
-	}
-}
-
-// kindWorkload is the Key kind of an anchor sync: Name is "Kind/name" of the workload.
-const kindWorkload plugin.Kind = "workload"
-
-// enqueueWorkload queues the anchor sync of a workload (after a delay when after > 0).
-func (c *Controller) enqueueWorkload(ns, kind, name string, after time.Duration) {
-	if !c.leading.Load() {
-		return
-	}
-	k := Key{ns, kindWorkload, kind + "/" + name}
-	if after > 0 {
-		c.queue.AddAfter(k, after)
-		return
-	}
-	c.queue.Add(k)
 }
 
 // controllerOf classifies the controller of a revision or a Job against the caches: a
