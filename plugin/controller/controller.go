@@ -29,17 +29,20 @@ import (
 
 // The controller's loop, in the order an event travels (as in kubernetes/sample-controller):
 //
-//  1. Events → queue. The informers' handlers (objectHandler for ConfigMaps and Secrets,
-//     onReplicaSet for ReplicaSets; the users' and revisions' caches call onWorkload,
-//     onTemplateChange and enqueueRefs from users.go and owners.go) queue a Key: an opted-in
-//     object, or the anchor sync of a workload. Only the leader queues.
+//  1. Events → queue. Every informer's event handler is here: objectHandler (ConfigMaps and
+//     Secrets), replicaSetHandler, workloadHandler (Deployments, Rollouts, Experiments),
+//     templateHandler (StatefulSets, DaemonSets, Jobs, CronJobs, Pods) and revisionHandler
+//     (ControllerRevisions). Each queues Keys (enqueue, enqueueRefs, enqueueWorkload): an
+//     opted-in object, or the anchor sync of a workload. Only the leader queues.
 //  2. Queue → workers. Run starts the caches and leads (lease.go: once elected); lead queues
-//     the full reconcile, then runs the workers, each taking keys with processNext.
+//     the full reconcile (enqueueAll, again every Resync), then runs the workers, each taking
+//     keys with processNext.
 //  3. Worker → core. safeReconcile recovers a panic around Reconcile, which hands the cached
 //     object to the core's one write entry point, plugin.Attacher.Reconcile, with the caches
 //     as its users (users.go view); outcome.go turns the result into metrics, logs and Events.
 //
-// The caches it reads are built in informers.go, the records they keep are in cache.go.
+// The caches it reads are built in informers.go (the users' in users.go and owners.go), the
+// records they keep are in cache.go.
 
 // Key is the unit of work: one ConfigMap or Secret, or (Kind kindWorkload) the anchor sync of
 // one workload.
@@ -196,6 +199,15 @@ func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler 
 	}
 }
 
+// replicaSetHandler is the event handler of the ReplicaSet cache (onReplicaSet,
+// onReplicaSetUpdate).
+func (c *Controller) replicaSetHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { c.onReplicaSet(obj, !initial) },
+		UpdateFunc: c.onReplicaSetUpdate,
+	}
+}
+
 // onReplicaSet queues the opted-in objects a live ReplicaSet's template references, whatever
 // controls it: a new user of an object a watched workload's ReplicaSet owns must become an
 // owner too (Reconcile acts only on objects a watched workload uses).
@@ -231,6 +243,155 @@ func controllerUID(owners []metav1.OwnerReference) types.UID {
 		return owners[0].UID
 	}
 	return ""
+}
+
+// workloadHandler is the event handler of the Deployment, Rollout and Experiment caches: a
+// workload that appears or is recreated brings its ReplicaSets' objects (onWorkload); one whose
+// current template's references change, or that goes, brings its anchor sync and the objects
+// of both templates (onTemplateChange).
+func (c *Controller) workloadHandler(sc *scope, kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) { c.onWorkload(sc, kind, obj, initial) },
+		UpdateFunc: func(old, obj any) {
+			// Only a new UID (deleted and recreated between two watch events) or an orphaning
+			// delete changes its ReplicaSets' standing; status updates do not.
+			o, ok1 := old.(*cachedObject)
+			n, ok2 := obj.(*cachedObject)
+			if ok1 && ok2 && (o.UID != n.UID || o.Orphaning != n.Orphaning) {
+				c.onWorkload(sc, kind, obj, false)
+			}
+			if ok1 && ok2 && (o.UID != n.UID || o.Deleting != n.Deleting || !slices.Equal(o.Refs, n.Refs)) {
+				c.onTemplateChange(kind, o.Namespace, o.Name, o.Refs, n.Refs)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if o, ok := obj.(*cachedObject); ok {
+				c.onTemplateChange(kind, o.Namespace, o.Name, o.Refs, nil)
+			}
+		},
+	}
+}
+
+// onWorkload queues the objects of a workload's ReplicaSets when the workload appears (or is
+// recreated under the same name): its ReplicaSets may have been seen first, while their
+// controller was still unknown or looked gone, and nothing else would bring their objects
+// back before the resync. The initial list needs nothing: the full reconcile follows it.
+func (c *Controller) onWorkload(sc *scope, kind string, obj any, initial bool) {
+	m, ok := obj.(*cachedObject)
+	if !ok || initial {
+		return
+	}
+	c.onTemplateChange(kind, m.Namespace, m.Name, nil, m.Refs)
+	if m.Deleting && !m.Orphaning {
+		return
+	}
+	items, _ := sc.rs.GetIndexer().ByIndex(byController, m.Namespace+"/"+kind+"/"+m.Name)
+	for _, it := range items {
+		if rs, ok := it.(*cachedReplicaSet); ok && controllerUID(rs.OwnerReferences) == m.UID {
+			c.onReplicaSet(rs, true)
+		}
+	}
+}
+
+// templateHandler is the event handler of the StatefulSet, DaemonSet, Job, CronJob and Pod
+// caches: a user that comes (a Job, a bare Pod, a StatefulSet), changes its template or goes
+// changes the object's owners: look at its objects again now rather than at the resync.
+func (c *Controller) templateHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if t, ok := obj.(*cachedTemplate); ok && !initial {
+				c.onTemplateChange(t.Kind, t.Namespace, t.Name, nil, t.Refs)
+				c.enqueueRefs(t.Namespace, t.Refs, true)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*cachedTemplate)
+			n, ok2 := newObj.(*cachedTemplate)
+			if ok1 && ok2 && (o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || !slices.Equal(o.Refs, n.Refs) ||
+				controllerRefUID(o.Controller) != controllerRefUID(n.Controller)) {
+				c.onTemplateChange(n.Kind, n.Namespace, n.Name, o.Refs, n.Refs)
+				c.enqueueRefs(n.Namespace, append(slices.Clone(o.Refs), n.Refs...), false)
+			}
+		},
+		DeleteFunc: c.onTemplateDelete,
+	}
+}
+
+// onTemplateChange reacts to a workload whose current template's references changed (created,
+// changed, deleted): its anchors are synced, and the objects of both sets looked at again.
+func (c *Controller) onTemplateChange(kind, ns, name string, old, cur []plugin.Object) {
+	if !slices.Contains(plugin.AnchorKinds, kind) {
+		return
+	}
+	c.enqueueWorkload(ns, kind, name, 0)
+	c.enqueueRefs(ns, old, false)
+	c.enqueueRefs(ns, cur, true)
+}
+
+// onTemplateDelete queues the opted-in objects a deleted blocker referenced.
+func (c *Controller) onTemplateDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	t, ok := obj.(*cachedTemplate)
+	if !ok {
+		return
+	}
+	c.onTemplateChange(t.Kind, t.Namespace, t.Name, t.Refs, nil)
+	for _, o := range t.Refs {
+		k := Key{t.Namespace, o.Kind, o.Name}
+		if c.optedIn(c.object(k)) {
+			c.enqueue(k, false)
+		}
+	}
+}
+
+func controllerRefUID(ref *metav1.OwnerReference) types.UID {
+	if ref == nil {
+		return ""
+	}
+	return ref.UID
+}
+
+// revisionHandler is the event handler of the ControllerRevision cache: a revision or an anchor
+// that comes, goes or changes its controller changes the owners of the objects it uses; an
+// anchor's add and delete also bring its workload's anchor sync.
+func (c *Controller) revisionHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			r, ok := obj.(*cachedRevision)
+			if !ok {
+				return
+			}
+			// A new revision or anchor is a new owner of the objects it uses.
+			c.enqueueRefs(r.Namespace, r.refs(), !initial)
+			if r.Anchor != nil && !initial {
+				c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*cachedRevision)
+			n, ok2 := newObj.(*cachedRevision)
+			// Orphaned (--cascade=orphan) or adopted again: its standing as an owner changed.
+			if ok1 && ok2 && controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) {
+				c.enqueueRefs(n.Namespace, n.refs(), false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if r, ok := obj.(*cachedRevision); ok {
+				c.enqueueRefs(r.Namespace, r.refs(), false)
+				if r.Anchor != nil {
+					c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
+				}
+			}
+		},
+	}
 }
 
 // enqueue queues k (leader only: a standby's queue stays empty; taking over enqueues
@@ -370,15 +531,7 @@ func (c *Controller) lead(ctx context.Context) {
 	n := c.enqueueAll()
 	c.log.WithField("objects", n).Info("full reconcile queued")
 	if c.cfg.FreeMemoryAfterSync {
-		// The first full reconcile is the other allocation peak: return it once it drains.
-		go func() {
-			_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
-				return c.queue.Len() == 0, nil
-			})
-			if ctx.Err() == nil {
-				debug.FreeOSMemory()
-			}
-		}()
+		go c.freeMemoryWhenDrained(ctx)
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < c.cfg.Workers; i++ {
@@ -397,21 +550,37 @@ func (c *Controller) lead(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(c.cfg.Resync)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					c.log.WithField("objects", c.enqueueAll()).Debug("resync: full reconcile queued")
-				}
-			}
+			c.resyncEvery(ctx, c.cfg.Resync)
 		}()
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+}
+
+// resyncEvery queues the full reconcile every interval until ctx is done.
+func (c *Controller) resyncEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.log.WithField("objects", c.enqueueAll()).Debug("resync: full reconcile queued")
+		}
+	}
+}
+
+// freeMemoryWhenDrained returns the first full reconcile's memory to the OS once the queue
+// drains: after the initial sync, it is the other allocation peak.
+func (c *Controller) freeMemoryWhenDrained(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
+		return c.queue.Len() == 0, nil
+	})
+	if ctx.Err() == nil {
+		debug.FreeOSMemory()
+	}
 }
 
 // runWorker reconciles keys until the queue shuts down.

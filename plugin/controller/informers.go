@@ -97,10 +97,7 @@ func (c *Controller) addScope(ns string) error {
 	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex, byController: controllerIndex}); err != nil {
 		return fmt.Errorf("ReplicaSet indexes: %w", err)
 	}
-	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { c.onReplicaSet(obj, !initial) },
-		UpdateFunc: c.onReplicaSetUpdate,
-	}); err != nil {
+	if _, err := sc.rs.AddEventHandler(c.replicaSetHandler()); err != nil {
 		return fmt.Errorf("ReplicaSet event handler: %w", err)
 	}
 	for kind, inf := range sc.objs {

@@ -92,38 +92,7 @@ func (c *Controller) addRevisionCache(sc *scope, kf informers.SharedInformerFact
 	if err := sc.revisions.AddIndexers(cache.Indexers{byRef: revisionRefIndex, byAnchorOf: anchorOfIndex}); err != nil {
 		return fmt.Errorf("ControllerRevision indexes: %w", err)
 	}
-	_, err := sc.revisions.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			r, ok := obj.(*cachedRevision)
-			if !ok {
-				return
-			}
-			// A new revision or anchor is a new owner of the objects it uses.
-			c.enqueueRefs(r.Namespace, r.refs(), !initial)
-			if r.Anchor != nil && !initial {
-				c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*cachedRevision)
-			n, ok2 := newObj.(*cachedRevision)
-			// Orphaned (--cascade=orphan) or adopted again: its standing as an owner changed.
-			if ok1 && ok2 && controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) {
-				c.enqueueRefs(n.Namespace, n.refs(), false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if r, ok := obj.(*cachedRevision); ok {
-				c.enqueueRefs(r.Namespace, r.refs(), false)
-				if r.Anchor != nil {
-					c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
-				}
-			}
-		},
-	})
+	_, err := sc.revisions.AddEventHandler(c.revisionHandler())
 	if err != nil {
 		return fmt.Errorf("ControllerRevision event handler: %w", err)
 	}
