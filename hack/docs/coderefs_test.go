@@ -32,7 +32,7 @@ import (
 //     `ReadUsage`, `plugin/cmd` `Job.Main`, `test/core` `TestMetadataOnlyRequests`): that file
 //     or package declares it (Type.Member: the type is declared there and has the member);
 //   - the files of a package and what they hold, in a table: a row whose first cell is a
-//     package directory (`plugin/controller`) names files (`watch.go`) that must be in it; a
+//     package directory (`plugin/controller`) names files (`informers.go`) that must be in it; a
 //     row whose first cell is bare files (`api.go`, `reads.go`), in a table that follows a line
 //     naming its directory (The files of `plugin/`), names files that must be in that directory
 //     and names (`call`, `OwnerPatch`) that its package must declare (at top level, or as a
@@ -534,7 +534,7 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 		"",
 		"| package | files |",
 		"|---|---|",
-		"| `plugin/controller` | `watch.go`, `cache.go`, `healthgone.go` |",
+		"| `plugin/controller` | `informers.go`, `cache.go`, `healthgone.go` |",
 		"",
 		"The files of `plugin/`:",
 		"",

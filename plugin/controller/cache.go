@@ -14,6 +14,10 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
+// What the caches keep: compact records of ReplicaSets (cachedReplicaSet) and of ConfigMaps,
+// Secrets and workloads (cachedObject), made by the informers' transforms (informers.go,
+// users.go), and the interner that shares the strings they repeat.
+
 // cachedReplicaSet is what the ReplicaSet cache keeps of a ReplicaSet (see compactReplicaSet):
 // ObjectMeta with name, namespace, UID, resourceVersion, generation, creation and deletion
 // timestamps and only the controller reference, plus the template's references.

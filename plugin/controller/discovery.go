@@ -7,6 +7,9 @@ import (
 	"k8s.io/client-go/discovery"
 )
 
+// Discovery at start: which Argo Rollouts kinds the apiserver serves, so that the Rollout and
+// Experiment caches are built only when their CRD is installed.
+
 // Served says which Argo Rollouts kinds the apiserver serves (argoproj.io/v1alpha1): the
 // Rollout CRD and the Experiment CRD are installed separately.
 type Served struct{ Rollouts, Experiments bool }

@@ -2,15 +2,24 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"time"
 
+	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
+// Leader election on a Lease, and the marks the Lease carries. Only the leader writes: a
+// standby keeps its caches warm and its queue empty until it wins the Lease.
+//
 // The leader Lease says who maintains what: every write of it by this process (the create or
 // update that acquires it, each renewal) carries the label plugin.ControllerLeaseLabel and the
 // scope annotations (watched namespaces, opt-in selector, workload kinds). The step and the Job
@@ -18,6 +27,77 @@ import (
 // owners of its users, so they may attach config that other workloads share. Only the holder
 // writes the Lease, so its marks are always the leader's; a released or expired Lease is no
 // controller, whatever its marks.
+
+// Leading reports whether this process is the one that writes.
+func (c *Controller) Leading() bool { return c.leading.Load() }
+
+// Healthz checks that a leader still renews its lease (nil without leader election).
+func (c *Controller) Healthz() error {
+	if c.healthz == nil {
+		return nil
+	}
+	return c.healthz.Check(nil)
+}
+
+// leadWhenElected stands by until this process wins the Lease, then leads until ctx is done or
+// the lease is lost. Losing it returns an error: the process must exit, so that a replica that
+// may have been partitioned never writes on stale caches.
+func (c *Controller) leadWhenElected(ctx context.Context) error {
+	le := c.cfg.LeaderElection
+	lost := make(chan struct{})
+	// The elector has its own context: on shutdown the workers stop first (in-flight patches
+	// finish), then the lease is released, so no write happens after the handover.
+	electorCtx, cancelElector := context.WithCancel(context.Background())
+	defer cancelElector()
+	leadDone := make(chan struct{})
+	lead := func(leCtx context.Context) {
+		defer close(leadDone)
+		wctx, cancel := context.WithCancel(leCtx)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		c.lead(wctx)
+	}
+	go func() {
+		<-ctx.Done()
+		if c.leading.Load() {
+			select {
+			case <-leadDone:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		cancelElector()
+	}()
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.ID},
+			Client:     c.markedLeases(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		},
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true, // a clean shutdown hands over at once, not after a lease duration
+		WatchDog:        c.healthz,
+		Name:            le.ID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: lead,
+			OnStoppedLeading: func() { close(lost) },
+			OnNewLeader: func(id string) {
+				c.log.WithFields(logrus.Fields{"leader": id, "self": id == le.Identity}).Info("leader elected")
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	c.log.WithFields(logrus.Fields{"lease": le.Namespace + "/" + le.ID, "identity": le.Identity}).Info("caches synced; waiting for the lease (standby: no writes)")
+	elector.Run(electorCtx)
+	<-lost
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("lost the leader lease")
+}
 
 // scopeMarks are the label and annotations this controller writes on its Lease.
 func (c *Controller) scopeMarks() (map[string]string, map[string]string) {

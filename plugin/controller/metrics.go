@@ -10,6 +10,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
+// The controller's Prometheus metrics (its own registry), the client-go work queue's metrics
+// provider, and the counter of the API requests the process sends.
+
 // MetricPrefix starts the name of every metric of the controller (the Helm chart's dashboard
 // and alerts are written against these names; docs/controller.md lists them).
 const MetricPrefix = "configmap_attacher_controller_"

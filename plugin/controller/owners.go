@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,38 +92,7 @@ func (c *Controller) addRevisionCache(sc *scope, kf informers.SharedInformerFact
 	if err := sc.revisions.AddIndexers(cache.Indexers{byRef: revisionRefIndex, byAnchorOf: anchorOfIndex}); err != nil {
 		return fmt.Errorf("ControllerRevision indexes: %w", err)
 	}
-	_, err := sc.revisions.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			r, ok := obj.(*cachedRevision)
-			if !ok {
-				return
-			}
-			// A new revision or anchor is a new owner of the objects it uses.
-			c.enqueueRefs(r.Namespace, r.refs(), !initial)
-			if r.Anchor != nil && !initial {
-				c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*cachedRevision)
-			n, ok2 := newObj.(*cachedRevision)
-			// Orphaned (--cascade=orphan) or adopted again: its standing as an owner changed.
-			if ok1 && ok2 && controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) {
-				c.enqueueRefs(n.Namespace, n.refs(), false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if r, ok := obj.(*cachedRevision); ok {
-				c.enqueueRefs(r.Namespace, r.refs(), false)
-				if r.Anchor != nil {
-					c.enqueueWorkload(r.Namespace, r.Anchor.Kind, r.Anchor.Name, 0)
-				}
-			}
-		},
-	})
+	_, err := sc.revisions.AddEventHandler(c.revisionHandler())
 	if err != nil {
 		return fmt.Errorf("ControllerRevision event handler: %w", err)
 	}
@@ -136,32 +104,6 @@ func (r *cachedRevision) refs() []plugin.Object {
 		return r.Anchor.Refs
 	}
 	return r.Refs
-}
-
-// enqueueRefs queues the opted-in objects among refs.
-func (c *Controller) enqueueRefs(ns string, refs []plugin.Object, react bool) {
-	for _, o := range refs {
-		k := Key{ns, o.Kind, o.Name}
-		if c.optedIn(c.object(k)) {
-			c.enqueue(k, react)
-		}
-	}
-}
-
-// kindWorkload is the Key kind of an anchor sync: Name is "Kind/name" of the workload.
-const kindWorkload plugin.Kind = "workload"
-
-// enqueueWorkload queues the anchor sync of a workload (after a delay when after > 0).
-func (c *Controller) enqueueWorkload(ns, kind, name string, after time.Duration) {
-	if !c.leading.Load() {
-		return
-	}
-	k := Key{ns, kindWorkload, kind + "/" + name}
-	if after > 0 {
-		c.queue.AddAfter(k, after)
-		return
-	}
-	c.queue.Add(k)
 }
 
 // controllerOf classifies the controller of a revision or a Job against the caches: a

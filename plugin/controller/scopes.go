@@ -18,8 +18,7 @@ import (
 // Degraded operation: a scope (one watched namespace, or all) whose caches do not sync —
 // typically its list is forbidden because a Role or RoleBinding is missing — is reported and
 // left out, and the other scopes are served; a scope that syncs later is served from then on.
-// (The recovers that keep one bad object or one bad Event from stopping the process are in
-// recover.go.)
+// Ready and Readiness (/readyz) say whether the controller serves and which scopes it does not.
 
 // RBACHintNamespaced is the example RBAC of a controller that watches listed namespaces.
 const RBACHintNamespaced = "examples/controller-namespaced.yaml"
@@ -296,3 +295,11 @@ func (c *Controller) superviseScopes(ctx context.Context, s *serving, t0 time.Ti
 		}()
 	}
 }
+
+// syncTimeout is how long the start waits for every scope's caches before it serves the scopes
+// that synced (a var for the tests).
+var syncTimeout = 5 * time.Minute
+
+// Ready reports whether the controller serves, standbys included (/readyz): every scope's
+// caches synced, or at least one and the others given up on for now (see awaitServable).
+func (c *Controller) Ready() bool { return c.synced.Load() }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -137,17 +135,6 @@ func workloadRefIndex(obj any) ([]string, error) {
 	return refKeys(o.Namespace, o.Refs), nil
 }
 
-// onTemplateChange reacts to a workload whose current template's references changed (created,
-// changed, deleted): its anchors are synced, and the objects of both sets looked at again.
-func (c *Controller) onTemplateChange(kind, ns, name string, old, cur []plugin.Object) {
-	if !slices.Contains(plugin.AnchorKinds, kind) {
-		return
-	}
-	c.enqueueWorkload(ns, kind, name, 0)
-	c.enqueueRefs(ns, old, false)
-	c.enqueueRefs(ns, cur, true)
-}
-
 // templateResources name the template caches of a scope, in the order of scope.templates, and
 // templateKinds their kinds.
 var (
@@ -202,29 +189,7 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if err := inf.SetTransform(c.compactWorkload); err != nil {
 			return fmt.Errorf("%s informer transform: %w", w.kind, err)
 		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) { c.onWorkload(sc, w.kind, obj, initial) },
-			UpdateFunc: func(old, obj any) {
-				// Only a new UID (deleted and recreated between two watch events) or an orphaning
-				// delete changes its ReplicaSets' standing; status updates do not.
-				o, ok1 := old.(*cachedObject)
-				n, ok2 := obj.(*cachedObject)
-				if ok1 && ok2 && (o.UID != n.UID || o.Orphaning != n.Orphaning) {
-					c.onWorkload(sc, w.kind, obj, false)
-				}
-				if ok1 && ok2 && (o.UID != n.UID || o.Deleting != n.Deleting || !slices.Equal(o.Refs, n.Refs)) {
-					c.onTemplateChange(w.kind, o.Namespace, o.Name, o.Refs, n.Refs)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				if o, ok := obj.(*cachedObject); ok {
-					c.onTemplateChange(w.kind, o.Namespace, o.Name, o.Refs, nil)
-				}
-			},
-		}); err != nil {
+		if _, err := inf.AddEventHandler(c.workloadHandler(sc, w.kind)); err != nil {
 			return fmt.Errorf("%s event handler: %w", w.kind, err)
 		}
 		sc.workloads[w.kind] = inf
@@ -240,58 +205,11 @@ func (c *Controller) addUserCaches(sc *scope, kf informers.SharedInformerFactory
 		if err := inf.AddIndexers(cache.Indexers{byRef: templateIndex}); err != nil {
 			return fmt.Errorf("template indexes: %w", err)
 		}
-		// A user that comes (a Job, a bare Pod, a StatefulSet), changes its template or goes
-		// changes the object's owners: look at its objects again now rather than at the resync.
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if t, ok := obj.(*cachedTemplate); ok && !initial {
-					c.onTemplateChange(t.Kind, t.Namespace, t.Name, nil, t.Refs)
-					c.enqueueRefs(t.Namespace, t.Refs, true)
-				}
-			},
-			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*cachedTemplate)
-				n, ok2 := newObj.(*cachedTemplate)
-				if ok1 && ok2 && (o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || !slices.Equal(o.Refs, n.Refs) ||
-					controllerRefUID(o.Controller) != controllerRefUID(n.Controller)) {
-					c.onTemplateChange(n.Kind, n.Namespace, n.Name, o.Refs, n.Refs)
-					c.enqueueRefs(n.Namespace, append(slices.Clone(o.Refs), n.Refs...), false)
-				}
-			},
-			DeleteFunc: c.onTemplateDelete,
-		}); err != nil {
+		if _, err := inf.AddEventHandler(c.templateHandler()); err != nil {
 			return fmt.Errorf("template event handler: %w", err)
 		}
 	}
 	return c.addRevisionCache(sc, kf)
-}
-
-func controllerRefUID(ref *metav1.OwnerReference) types.UID {
-	if ref == nil {
-		return ""
-	}
-	return ref.UID
-}
-
-// onWorkload queues the objects of a workload's ReplicaSets when the workload appears (or is
-// recreated under the same name): its ReplicaSets may have been seen first, while their
-// controller was still unknown or looked gone, and nothing else would bring their objects
-// back before the resync. The initial list needs nothing: the full reconcile follows it.
-func (c *Controller) onWorkload(sc *scope, kind string, obj any, initial bool) {
-	m, ok := obj.(*cachedObject)
-	if !ok || initial {
-		return
-	}
-	c.onTemplateChange(kind, m.Namespace, m.Name, nil, m.Refs)
-	if m.Deleting && !m.Orphaning {
-		return
-	}
-	items, _ := sc.rs.GetIndexer().ByIndex(byController, m.Namespace+"/"+kind+"/"+m.Name)
-	for _, it := range items {
-		if rs, ok := it.(*cachedReplicaSet); ok && controllerUID(rs.OwnerReferences) == m.UID {
-			c.onReplicaSet(rs, true)
-		}
-	}
 }
 
 // controllerIndex is the ReplicaSet cache's index by controller: namespace/kind/name.
@@ -301,24 +219,6 @@ func controllerIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{rs.Namespace + "/" + rs.OwnerReferences[0].Kind + "/" + rs.OwnerReferences[0].Name}, nil
-}
-
-// onTemplateDelete queues the opted-in objects a deleted blocker referenced.
-func (c *Controller) onTemplateDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	t, ok := obj.(*cachedTemplate)
-	if !ok {
-		return
-	}
-	c.onTemplateChange(t.Kind, t.Namespace, t.Name, t.Refs, nil)
-	for _, o := range t.Refs {
-		k := Key{t.Namespace, o.Kind, o.Name}
-		if c.optedIn(c.object(k)) {
-			c.enqueue(k, false)
-		}
-	}
 }
 
 // view is the core's UserView of one namespace, from the caches (stale by nature: the core

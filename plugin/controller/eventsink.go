@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"runtime/debug"
 
@@ -11,25 +10,8 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// The recovers that keep one bad object or one bad Event from stopping the process: a panic in
-// a reconcile or in the Event sink is logged with its stack and becomes an error.
-
-// panicError is a recovered panic of one reconcile.
-type panicError struct{ value any }
-
-func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-
-// safeReconcile is Reconcile with a panic turned into a panicError, logged with the key and
-// the stack: the worker counts it (reason "panic") and retries the key with backoff.
-func (c *Controller) safeReconcile(ctx context.Context, k Key) (result string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.WithFields(logrus.Fields{"key": k.String(), "panic": fmt.Sprint(r), "stack": string(debug.Stack())}).Error("reconcile panicked")
-			result, err = "error", panicError{r}
-		}
-	}()
-	return c.Reconcile(ctx, k)
-}
+// The Event sink of the leader's broadcaster, with its panics recovered: one bad Event must not
+// stop the process. (A panic in a reconcile is recovered by the worker: safeReconcile.)
 
 // safeSink is the Event broadcaster's sink with every call's panic recovered: the broadcaster
 // runs the sink in a goroutine whose HandleCrash re-panics, which would end the process. A
@@ -40,6 +22,7 @@ type safeSink struct {
 	log  logrus.FieldLogger
 }
 
+// guard recovers a panic of one sink call and answers it with an error.
 func (s safeSink) guard(verb string, ev *corev1.Event, out **corev1.Event, err *error) {
 	if r := recover(); r != nil {
 		fields := logrus.Fields{"verb": verb, "panic": fmt.Sprint(r), "stack": string(debug.Stack())}

@@ -2,9 +2,7 @@ package controller
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +17,62 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
-// The caches and their event handlers: what is watched, how it is kept compact, and which
-// object keys an event enqueues.
+// The informers of one scope (a watched namespace, or all): what is watched, how each object is
+// compacted as it arrives (the records are in cache.go), the indexes, and the lookups the loop
+// makes in them. Their event handlers are the loop's (controller.go); the users' and the
+// ControllerRevisions' informers are added by users.go and owners.go.
+
+// byRef is the ReplicaSet cache's index: watched ReplicaSets by every object their template
+// references (Key.String()). (The lost gauge walks the ReplicaSets instead of keeping a second
+// index: an index costs a map per object, the largest part of the cache at 10k ReplicaSets.)
+const byRef = "refs"
+
+// byController is the ReplicaSet cache's index by controller (namespace/kind/name): a workload
+// that appears requeues its ReplicaSets' objects (users.go onWorkload).
+const byController = "controller"
+
+// scope is the caches of one namespace (or of all).
+type scope struct {
+	rs   cache.SharedIndexInformer
+	objs map[plugin.Kind]cache.SharedIndexInformer
+	// workloads are the Deployments, Rollouts and Experiments by kind (users.go), templates
+	// the pod templates that cannot own.
+	workloads map[string]cache.SharedIndexInformer
+	templates []cache.SharedIndexInformer
+	// revisions are the ControllerRevisions: StatefulSets' and DaemonSets' revisions (owners)
+	// and the anchors (owners.go).
+	revisions cache.SharedIndexInformer
+}
+
+// templatedWorkloads are the workload caches that keep their current template's references
+// (indexed by them): Deployments always, Rollouts when they are read whole (Config.Dynamic).
+func (sc *scope) templatedWorkloads() []kindInformer {
+	var out []kindInformer
+	for _, kind := range []string{plugin.KindDeployment, plugin.KindRollout} {
+		if inf := sc.workloads[kind]; inf != nil {
+			if _, ok := inf.GetIndexer().GetIndexers()[byRef]; ok {
+				out = append(out, kindInformer{kind, inf})
+			}
+		}
+	}
+	return out
+}
+
+// templatedWorkload is the templated workload cache of kind (nil: none).
+func (sc *scope) templatedWorkload(kind string) cache.SharedIndexInformer {
+	for _, w := range sc.templatedWorkloads() {
+		if w.kind == kind {
+			return w.inf
+		}
+	}
+	return nil
+}
+
+// kindInformer is a workload cache with its kind.
+type kindInformer struct {
+	kind string
+	inf  cache.SharedIndexInformer
+}
 
 // addScope starts watching one namespace ("" is every namespace): the ReplicaSets through a
 // typed informer with the compacting transform, ConfigMaps and Secrets as metadata only.
@@ -45,10 +97,7 @@ func (c *Controller) addScope(ns string) error {
 	if err := sc.rs.AddIndexers(cache.Indexers{byRef: refIndex, byController: controllerIndex}); err != nil {
 		return fmt.Errorf("ReplicaSet indexes: %w", err)
 	}
-	if _, err := sc.rs.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { c.onReplicaSet(obj, !initial) },
-		UpdateFunc: c.onReplicaSetUpdate,
-	}); err != nil {
+	if _, err := sc.rs.AddEventHandler(c.replicaSetHandler()); err != nil {
 		return fmt.Errorf("ReplicaSet event handler: %w", err)
 	}
 	for kind, inf := range sc.objs {
@@ -131,6 +180,63 @@ func (c *Controller) compactMetadata(obj any) (any, error) {
 	return out, nil
 }
 
+// selectorLabels keeps the labels the opt-in selector looks at: the core's policy check
+// matches them exactly as it would the whole set. Objects with the same such labels share
+// one map (interner.labelSet).
+func (c *Controller) selectorLabels(l map[string]string) map[string]string {
+	reqs, _ := c.cfg.Selector.Requirements()
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key()
+	}
+	return c.shared.labelSet(keys, l)
+}
+
+// refIndex is the ReplicaSet cache's byRef index: the objects its template references.
+func refIndex(obj any) ([]string, error) {
+	rs, ok := obj.(*cachedReplicaSet)
+	if !ok {
+		return nil, nil
+	}
+	return refKeys(rs.Namespace, rs.Refs), nil
+}
+
+// refKeys are the index keys of the objects a template in ns references.
+func refKeys(ns string, refs []plugin.Object) []string {
+	keys := make([]string, len(refs))
+	for i, o := range refs {
+		keys[i] = Key{ns, o.Kind, o.Name}.String()
+	}
+	return keys
+}
+
+// scopeOf is the scope that watches namespace ns (nil: none does).
+func (c *Controller) scopeOf(ns string) *scope {
+	if sc, ok := c.scopes[metav1.NamespaceAll]; ok {
+		return sc
+	}
+	return c.scopes[ns]
+}
+
+// object returns the cached metadata of an object (nil when it does not exist).
+func (c *Controller) object(k Key) *cachedObject {
+	sc := c.scopeOf(k.Namespace)
+	if sc == nil || sc.objs[k.Kind] == nil {
+		return nil
+	}
+	item, ok, err := sc.objs[k.Kind].GetIndexer().GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	m, _ := item.(*cachedObject)
+	return m
+}
+
+// optedIn reports whether a cached object is opted in and not being deleted.
+func (c *Controller) optedIn(m *cachedObject) bool {
+	return m != nil && !m.Deleting && m.OptedIn
+}
+
 // workloadOf returns the controller reference among owners when it is a watched workload kind.
 func (c *Controller) workloadOf(owners []metav1.OwnerReference) *metav1.OwnerReference {
 	var ref *metav1.OwnerReference
@@ -153,152 +259,4 @@ func (c *Controller) workloadOf(owners []metav1.OwnerReference) *metav1.OwnerRef
 		return ref
 	}
 	return nil
-}
-
-func refIndex(obj any) ([]string, error) {
-	rs, ok := obj.(*cachedReplicaSet)
-	if !ok {
-		return nil, nil
-	}
-	return refKeys(rs.Namespace, rs.Refs), nil
-}
-
-// refKeys are the index keys of the objects a template in ns references.
-func refKeys(ns string, refs []plugin.Object) []string {
-	keys := make([]string, len(refs))
-	for i, o := range refs {
-		keys[i] = Key{ns, o.Kind, o.Name}.String()
-	}
-	return keys
-}
-
-func (c *Controller) scopeOf(ns string) *scope {
-	if sc, ok := c.scopes[metav1.NamespaceAll]; ok {
-		return sc
-	}
-	return c.scopes[ns]
-}
-
-// object returns the cached metadata of an object (nil when it does not exist).
-func (c *Controller) object(k Key) *cachedObject {
-	sc := c.scopeOf(k.Namespace)
-	if sc == nil || sc.objs[k.Kind] == nil {
-		return nil
-	}
-	item, ok, err := sc.objs[k.Kind].GetIndexer().GetByKey(k.Namespace + "/" + k.Name)
-	if err != nil || !ok {
-		return nil
-	}
-	m, _ := item.(*cachedObject)
-	return m
-}
-
-func (c *Controller) optedIn(m *cachedObject) bool {
-	return m != nil && !m.Deleting && m.OptedIn
-}
-
-// enqueue queues k (leader only: a standby's queue stays empty; taking over enqueues
-// everything). react records the event time for the reaction-time histogram.
-func (c *Controller) enqueue(k Key, react bool) {
-	if !c.leading.Load() {
-		return
-	}
-	if react {
-		c.mu.Lock()
-		if _, ok := c.seen[k]; !ok {
-			c.seen[k] = time.Now()
-		}
-		c.mu.Unlock()
-	}
-	c.queue.Add(k)
-}
-
-// selectorLabels keeps the labels the opt-in selector looks at: the core's policy check
-// matches them exactly as it would the whole set. Objects with the same such labels share
-// one map (interner.labelSet).
-func (c *Controller) selectorLabels(l map[string]string) map[string]string {
-	reqs, _ := c.cfg.Selector.Requirements()
-	keys := make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i] = r.Key()
-	}
-	return c.shared.labelSet(keys, l)
-}
-
-// onReplicaSet queues the opted-in objects a live ReplicaSet's template references, whatever
-// controls it: a new user of an object a watched workload's ReplicaSet owns must become an
-// owner too (Reconcile acts only on objects a watched workload uses).
-func (c *Controller) onReplicaSet(obj any, react bool) {
-	rs, ok := obj.(*cachedReplicaSet)
-	if !ok || rs.DeletionTimestamp != nil {
-		return
-	}
-	for _, o := range rs.Refs {
-		k := Key{rs.Namespace, o.Kind, o.Name}
-		if c.optedIn(c.object(k)) {
-			c.enqueue(k, react)
-		}
-	}
-}
-
-// onReplicaSetUpdate reacts to what can make a ReplicaSet a new owner: adoption (its
-// controller changed) and a template change (a new generation). Status updates, the bulk of
-// ReplicaSet events, are ignored.
-func (c *Controller) onReplicaSetUpdate(oldObj, newObj any) {
-	o, ok1 := oldObj.(*cachedReplicaSet)
-	n, ok2 := newObj.(*cachedReplicaSet)
-	if !ok1 || !ok2 {
-		return
-	}
-	if controllerUID(o.OwnerReferences) != controllerUID(n.OwnerReferences) || o.Generation != n.Generation {
-		c.onReplicaSet(n, true)
-	}
-}
-
-func controllerUID(owners []metav1.OwnerReference) types.UID {
-	if len(owners) > 0 {
-		return owners[0].UID
-	}
-	return ""
-}
-
-func (c *Controller) objectHandler(kind plugin.Kind) cache.ResourceEventHandler {
-	keyOf := func(obj any) (Key, *cachedObject, bool) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		m, ok := obj.(*cachedObject)
-		if !ok {
-			return Key{}, nil, false
-		}
-		return Key{m.Namespace, kind, m.Name}, m, true
-	}
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if k, m, ok := keyOf(obj); ok && c.optedIn(m) {
-				c.enqueue(k, !initial)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			k, n, ok := keyOf(newObj)
-			_, o, ok2 := keyOf(oldObj)
-			if !ok || !ok2 {
-				return
-			}
-			c.settle(k, n.Owners)
-			// Gaining the label is adoption; an owner list that changed may have lost one of
-			// ours (only the garbage collector removes references, and only dangling ones).
-			if c.optedIn(n) && (!c.optedIn(o) || !slices.Equal(o.Owners, n.Owners)) {
-				c.enqueue(k, !c.optedIn(o))
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if k, _, ok := keyOf(obj); ok {
-				c.mu.Lock()
-				delete(c.pending, k)
-				delete(c.seen, k)
-				c.mu.Unlock()
-			}
-		},
-	}
 }
