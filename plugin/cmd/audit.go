@@ -12,7 +12,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/audit"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
-	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 )
 
 // Audit is `configmap-attacher audit`: it reports, per Rollout and Deployment, the
@@ -21,12 +20,14 @@ import (
 // (package plugin/audit does the work).
 type Audit struct {
 	Stdout, Stderr io.Writer
-	// NewClients builds the clients (default clientset.New; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+	// Clients builds the clients (tests inject fakes).
+	Clients Clients
 }
 
-// auditOptions are the flags as given.
+// auditOptions are one run of audit: the command, its flags as given, and the request
+// validate derives from them.
 type auditOptions struct {
+	*Audit
 	namespace, rollout string
 	all, fix           bool
 	output             string
@@ -37,6 +38,8 @@ type auditOptions struct {
 	logLevel           string
 	workloads          *workloadsFlag
 	client             plugin.ClientOptions
+
+	req auditRequest
 }
 
 // auditRequest is the validated input of one run.
@@ -53,7 +56,6 @@ type auditRequest struct {
 	kinds  []string
 	// explicitKinds: -workloads was given (a missing Rollout CRD is then an error).
 	explicitKinds bool
-	client        plugin.ClientOptions
 	log           *logrus.Logger
 }
 
@@ -69,14 +71,26 @@ const auditUsage = "Usage: configmap-attacher audit (-n NS [--rollout NAME] | -A
 
 // FlagSet returns a fresh flag set with every flag of the command registered at its default
 // value, writing to c.Stderr (for -help and a docs generator's flag table).
-func (c *Audit) FlagSet() *flag.FlagSet { return c.flags(&auditOptions{}) }
+func (c *Audit) FlagSet() *flag.FlagSet { return (&auditOptions{Audit: c}).flags() }
 
-func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
+// Main runs the audit and returns the exit code: ExitOK, ExitFail (something lost, or an
+// error) or ExitUsage.
+func (c *Audit) Main(args []string) int {
+	cc := *c
+	cc.Stdout, cc.Stderr = orDiscard(c.Stdout), orDiscard(c.Stderr)
+	return execute(context.Background(), &auditOptions{Audit: &cc}, args)
+}
+
+func (o *auditOptions) spec() spec {
+	return spec{stdout: o.Stdout, stderr: o.Stderr, name: "configmap-attacher audit", usage: auditUsage, fs: o.flags(), extras: auditExtras}
+}
+
+func (o *auditOptions) flags() *flag.FlagSet {
 	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
 	o.leases = cli.NewLeases()
 	o.workloads = newWorkloads("rollouts,deployments")
 	fs := flag.NewFlagSet("configmap-attacher audit", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollouts to audit")
 	fs.StringVar(&o.rollout, "rollout", "", "audit only this Rollout (needs -namespace)")
 	fs.BoolVar(&o.all, "all-namespaces", false, "audit the Rollouts of every namespace")
@@ -96,34 +110,10 @@ func (c *Audit) flags(o *auditOptions) *flag.FlagSet {
 	return fs
 }
 
-// Main runs the audit and returns the exit code: ExitOK, ExitFail (something lost, or an
-// error) or ExitUsage.
-func (c *Audit) Main(args []string) int {
-	// The caller (main.go) passes the process's streams; a command under plugin/ never
-	// names the process's standard output, which carries the go-plugin handshake in plugin mode.
-	if c.Stdout == nil {
-		c.Stdout = io.Discard
-	}
-	if c.Stderr == nil {
-		c.Stderr = io.Discard
-	}
-	var o auditOptions
-	var req auditRequest
-	fs := c.flags(&o)
-	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher audit", usage: auditUsage, fs: fs, extras: auditExtras, validate: func() []string {
-		var problems []string
-		req, problems = o.validate(c.Stderr)
-		return problems
-	}}, args, c.Stderr)
-	if err != nil {
-		return exitCode(err)
-	}
-	return c.run(context.Background(), req)
-}
-
-// validate turns the parsed flags into a request; it returns every problem at once.
-func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
-	req := auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, output: o.output, client: o.client}
+// validate turns the parsed flags into the request; it returns every problem at once.
+func (o *auditOptions) validate() []string {
+	req := &o.req
+	*req = auditRequest{namespace: o.namespace, rollout: o.rollout, fix: o.fix, output: o.output}
 	var problems []string
 	switch {
 	case o.all && (o.namespace != "" || o.rollout != ""):
@@ -151,21 +141,17 @@ func (o *auditOptions) validate(logOut io.Writer) (auditRequest, []string) {
 		problems = append(problems, "-rollout audits one Rollout: -workloads must include rollouts")
 	}
 	req.log = logrus.New()
-	req.log.SetOutput(logOut)
-	problems = append(problems, cli.LoggerProblems(req.log, o.logLevel, "text")...)
-	return req, problems
+	req.log.SetOutput(o.Stderr)
+	return append(problems, cli.LoggerProblems(req.log, o.logLevel, "text")...)
 }
 
 // run audits (and fixes), writes the report and returns the exit code.
-func (c *Audit) run(ctx context.Context, req auditRequest) int {
+func (o *auditOptions) run(ctx context.Context) int {
+	req := o.req
 	cli.RouteKlog(req.log)
-	newClients := c.NewClients
-	if newClients == nil {
-		newClients = clientset.New
-	}
-	cl, err := newClients(req.client)
+	cl, err := o.Clients.typed(o.client)
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		fmt.Fprintf(o.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
 	aud := audit.New(cl, req.log)
@@ -173,14 +159,14 @@ func (c *Audit) run(ctx context.Context, req auditRequest) int {
 	aud.Policy, aud.ControllerLeases = req.policy, req.leases
 	rep, err := aud.Run(ctx, req.namespace, req.rollout, req.fix)
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+		fmt.Fprintf(o.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
 	// Every user counts: objects that a user that cannot own them also uses are findings of
 	// their own (the state after -fix, when it ran).
 	aud.AddShared(ctx, rep)
-	if err := writeReport(c.Stdout, req.output, rep); err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher audit: %v\n", err)
+	if err := writeReport(o.Stdout, req.output, rep); err != nil {
+		fmt.Fprintf(o.Stderr, "configmap-attacher audit: %v\n", err)
 		return ExitFail
 	}
 	if rep.Failed() {

@@ -36,9 +36,9 @@ func runAuditCmd(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Inte
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &Audit{Stdout: &out, Stderr: &errb,
-		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+		Clients: Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) {
 			return clientset.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
-		}}
+		}}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cleanup"
-	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 )
 
 // Cleanup is `configmap-attacher cleanup`: the controller mode's uninstall step (package
@@ -20,8 +19,8 @@ import (
 // is gone nothing else deletes it, and the config it owns would never be collected.
 type Cleanup struct {
 	Stdout, Stderr io.Writer
-	// NewClients builds the clients (default clientset.New; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+	// Clients builds the clients (tests inject fakes).
+	Clients Clients
 	// poll is the interval of the wait for the controller to stop (tests shorten it).
 	poll time.Duration
 }
@@ -35,22 +34,39 @@ const cleanupUsage = "Usage: configmap-attacher cleanup [-n a,b] [--stop-control
 	"-stop-controller scales the controller's Deployment to 0 first, so that it does not create anchors again.\n" +
 	"Exit codes: 0 every anchor deleted (or none), 1 an anchor kept or an error, 2 bad usage.\n\nFlags:\n"
 
+// cleanupOptions are one run of cleanup: the command, its flags, and the namespaces validate
+// reads from -n.
 type cleanupOptions struct {
+	*Cleanup
 	client             plugin.ClientOptions
 	namespaces, output string
 	stop               string
 	stopTimeout        time.Duration
 	timeout            time.Duration
 	force, dryRun      bool
+
+	nss []string
 }
 
 // FlagSet returns a fresh flag set with every flag at its default (for -help and the docs'
 // flag table).
-func (c *Cleanup) FlagSet() *flag.FlagSet { return c.flags(&cleanupOptions{}) }
+func (c *Cleanup) FlagSet() *flag.FlagSet { return (&cleanupOptions{Cleanup: c}).flags() }
 
-func (c *Cleanup) flags(o *cleanupOptions) *flag.FlagSet {
+// Main runs the cleanup and returns the exit code: ExitOK (every anchor deleted, or none),
+// ExitFail (an anchor kept, or an error) or ExitUsage.
+func (c *Cleanup) Main(args []string) int {
+	cc := *c
+	cc.Stdout, cc.Stderr = orDiscard(c.Stdout), orDiscard(c.Stderr)
+	return execute(context.Background(), &cleanupOptions{Cleanup: &cc}, args)
+}
+
+func (o *cleanupOptions) spec() spec {
+	return spec{stdout: o.Stdout, stderr: o.Stderr, name: "configmap-attacher cleanup", usage: cleanupUsage, fs: o.flags(), extras: nsList}
+}
+
+func (o *cleanupOptions) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("configmap-attacher cleanup", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
 	fs.StringVar(&o.namespaces, "namespace", "", "comma-separated namespaces whose anchors to delete (default: all; as the controller's --namespace)")
 	fs.StringVar(&o.stop, "stop-controller", "", "NAMESPACE/NAME of the controller's Deployment: scaled to 0 (and its pods waited for) before the first delete")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 2*time.Minute, "how long to wait for the controller's pods to be gone")
@@ -66,9 +82,10 @@ func (c *Cleanup) flags(o *cleanupOptions) *flag.FlagSet {
 	return fs
 }
 
-// validate returns every problem of the parsed flags and the namespaces they name.
-func (o *cleanupOptions) validate() (nss []string, problems []string) {
-	nss, problems = parseNamespaces(o.namespaces, "omit it for all")
+// validate reads the namespaces -n names and returns every problem of the parsed flags.
+func (o *cleanupOptions) validate() []string {
+	var problems []string
+	o.nss, problems = parseNamespaces(o.namespaces, "omit it for all")
 	if o.stop != "" {
 		ns, name, ok := strings.Cut(o.stop, "/")
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
@@ -86,51 +103,30 @@ func (o *cleanupOptions) validate() (nss []string, problems []string) {
 	if o.force && o.dryRun {
 		problems = append(problems, "-force with -dry-run: -dry-run deletes nothing (drop one)")
 	}
-	return nss, problems
+	return problems
 }
 
-// Main runs the cleanup and returns the exit code: ExitOK (every anchor deleted, or none),
-// ExitFail (an anchor kept, or an error) or ExitUsage.
-func (c *Cleanup) Main(args []string) int {
-	if c.Stdout == nil {
-		c.Stdout = io.Discard
-	}
-	if c.Stderr == nil {
-		c.Stderr = io.Discard
-	}
-	var o cleanupOptions
-	var nss []string
-	fs := c.flags(&o)
-	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher cleanup", usage: cleanupUsage, fs: fs, extras: nsList, validate: func() []string {
-		var problems []string
-		nss, problems = o.validate()
-		return problems
-	}}, args, c.Stderr)
+// run deletes the anchors (or reports what it would), writes the report and returns the exit
+// code.
+func (o *cleanupOptions) run(ctx context.Context) int {
+	cl, err := o.Clients.typed(o.client)
 	if err != nil {
-		return exitCode(err)
-	}
-	newClients := c.NewClients
-	if newClients == nil {
-		newClients = clientset.New
-	}
-	cl, err := newClients(o.client)
-	if err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
+		fmt.Fprintf(o.Stderr, "configmap-attacher cleanup: %v\n", err)
 		return ExitFail
 	}
-	cln := &cleanup.Cleaner{Kube: cl.Kube, Meta: cl.Meta, Namespaces: nss, Force: o.force, DryRun: o.dryRun,
-		Timeout: o.timeout, StopTimeout: o.stopTimeout, Poll: c.poll}
+	cln := &cleanup.Cleaner{Kube: cl.Kube, Meta: cl.Meta, Namespaces: o.nss, Force: o.force, DryRun: o.dryRun,
+		Timeout: o.timeout, StopTimeout: o.stopTimeout, Poll: o.poll}
 	cln.StopNamespace, cln.StopName, _ = strings.Cut(o.stop, "/")
 	// The whole run has a deadline too: the wait for the controller, and a few calls per anchor.
-	ctx, cancel := context.WithTimeout(context.Background(), o.stopTimeout+1000*o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.stopTimeout+1000*o.timeout)
 	defer cancel()
 	rep, runErr := cln.Run(ctx)
-	if err := writeReport(c.Stdout, o.output, rep); err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", err)
+	if err := writeReport(o.Stdout, o.output, rep); err != nil {
+		fmt.Fprintf(o.Stderr, "configmap-attacher cleanup: %v\n", err)
 		return ExitFail
 	}
 	if runErr != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher cleanup: %v\n", runErr)
+		fmt.Fprintf(o.Stderr, "configmap-attacher cleanup: %v\n", runErr)
 		return ExitFail
 	}
 	if rep.Failed() {

@@ -19,9 +19,9 @@ import (
 func runCleanupCmd(t *testing.T, kube *fake.Clientset, meta *metadatafake.FakeMetadataClient, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	c := &Cleanup{Stdout: &out, Stderr: &errb, NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+	c := &Cleanup{Stdout: &out, Stderr: &errb, Clients: Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) {
 		return clientset.Clients{Kube: kube, Meta: meta}, nil
-	}}
+	}}}
 	return c.Main(args), out.String(), errb.String()
 }
 

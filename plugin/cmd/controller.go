@@ -14,9 +14,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
@@ -42,8 +39,10 @@ Flags:
 // serviceAccountNamespaceFile is where a pod finds its namespace.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// controllerOptions are the controller's flags.
+// controllerOptions are one run of the controller: the command, its flags, and what validate
+// derives from them.
 type controllerOptions struct {
+	*Controller
 	client                                    plugin.ClientOptions
 	namespaces                                string
 	selector                                  *cli.SelectorFlag
@@ -60,6 +59,7 @@ type controllerOptions struct {
 
 	// derived
 	nsList []string
+	log    *logrus.Logger
 }
 
 // adopting are the kinds named by -workloads other than Rollouts and Deployments.
@@ -79,35 +79,41 @@ type Controller struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads POD_NAMESPACE (default os.Getenv).
 	Getenv func(string) string
+	// Clients builds the clients (tests inject fakes).
+	Clients Clients
 
-	// Tests inject these.
+	// readFile reads the service account's namespace file (nil: os.ReadFile; tests have none).
 	readFile func(string) ([]byte, error)
-	// clients builds the API clients from the REST config (tests pass fakes).
-	clients func(cfg *rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error)
-	// rolloutsInstalled reports whether the Rollout CRD is served.
-	rolloutsInstalled func(cfg *rest.Config) (controller.Served, error)
-	// ctx ends the controller (Main: SIGINT or SIGTERM).
-	ctx context.Context
 }
 
 // FlagSet returns a fresh flag set with every flag of the controller, writing to Stderr.
-func (c *Controller) FlagSet() *flag.FlagSet { return c.flags(&controllerOptions{}) }
+func (c *Controller) FlagSet() *flag.FlagSet { return (&controllerOptions{Controller: c}).flags() }
 
 // Main runs `configmap-attacher controller` with the arguments after "controller" and returns
-// the exit code: 0 after a clean shutdown (SIGTERM), 1 on a failure, 2 on bad usage.
+// the exit code: 0 after a clean shutdown (SIGINT or SIGTERM ends its context), 1 on a
+// failure, 2 on bad usage. It tunes the process for a long-running controller first (the Go
+// runtime's memory limit and GC, client-go's watch-list): Main is the process's controller,
+// which a test's execute is not.
 func (c *Controller) Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	controller.TuneProcess()
-	run := *c
-	run.ctx = ctx
-	return run.main(args)
+	cc := *c
+	cc.Stdout, cc.Stderr = orDiscard(c.Stdout), orDiscard(c.Stderr)
+	return execute(ctx, &controllerOptions{Controller: &cc}, args)
 }
 
-func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
+func (o *controllerOptions) spec() spec {
+	// An old flag name is a log line (the controller's stderr is a log), after validate has
+	// configured the logger.
+	return spec{stdout: o.Stdout, stderr: o.Stderr, name: "configmap-attacher controller", usage: controllerUsage, fs: o.flags(), extras: nsList,
+		deprecated: func(n string) { o.log.Warn(n) }}
+}
+
+func (o *controllerOptions) flags() *flag.FlagSet {
 	o.selector, o.workloads = cli.NewSelector(plugin.OptInLabel+"=true"), newWorkloads(allWorkloads)
 	fs := flag.NewFlagSet("configmap-attacher controller", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
 	clientFlags(fs, &o.client)
 	fs.StringVar(&o.namespaces, "namespace", "", "comma-separated namespaces to watch (default: all)")
 	fs.Var(o.selector, "selector", "label selector of the opted-in ConfigMaps and Secrets (an empty or match-everything selector is refused)")
@@ -134,16 +140,21 @@ func (c *Controller) flags(o *controllerOptions) *flag.FlagSet {
 	return fs
 }
 
-// validate checks every flag and returns every problem at once.
-func (c *Controller) validate(o *controllerOptions) []string {
-	var problems []string
-	o.nsList, problems = parseNamespaces(o.namespaces, "omit it to watch all")
+// validate configures the logger, reads the namespaces and the Lease's namespace, and returns
+// every problem at once.
+func (o *controllerOptions) validate() []string {
+	o.log = logrus.New()
+	o.log.SetOutput(o.Stderr)
+	problems := cli.LoggerProblems(o.log, o.logLevel, o.logFormat)
+	var nsProblems []string
+	o.nsList, nsProblems = parseNamespaces(o.namespaces, "omit it to watch all")
+	problems = append(problems, nsProblems...)
 	if o.leaderElect {
 		if errs := validation.IsDNS1123Subdomain(o.leID); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("-leader-election-id %q is not a valid Lease name: %s", o.leID, strings.Join(errs, "; ")))
 		}
 		if o.leNamespace == "" {
-			o.leNamespace = c.podNamespace()
+			o.leNamespace = o.podNamespace()
 		}
 		if o.leNamespace == "" {
 			problems = append(problems, "-leader-elect outside a cluster needs -leader-election-namespace (the namespace of the Lease)")
@@ -201,35 +212,23 @@ func (c *Controller) podNamespace() string {
 	return ""
 }
 
-func (c *Controller) main(args []string) int {
-	var o controllerOptions
-	log := logrus.New()
-	log.SetOutput(c.Stderr)
-	fs := c.flags(&o)
-	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher controller", usage: controllerUsage, fs: fs, extras: nsList, deprecated: func(n string) { log.Warn(n) }, validate: func() []string {
-		return append(cli.LoggerProblems(log, o.logLevel, o.logFormat), c.validate(&o)...)
-	}}, args, c.Stderr)
-	if err != nil {
-		return exitCode(err)
-	}
+// run runs the controller process until ctx ends.
+func (o *controllerOptions) run(ctx context.Context) int {
+	log := o.log
 	cli.RouteKlog(log) // leader election and the informers log through klog
 	pc := controller.ProcessConfig{Client: o.client, Namespaces: o.nsList, Selector: o.selector.Selector(),
 		Rollouts: o.workloads.Has(plugin.KindRollout), Deployments: o.workloads.Has(plugin.KindDeployment), Adopting: o.adopting(), WorkloadsExplicit: o.workloads.set,
-		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log,
-		Clients: c.clients, Served: c.rolloutsInstalled}
+		MetricsAddr: o.metricsAddr, HealthAddr: o.healthAddr, Workers: o.workers, Resync: o.resync, AnchorGrace: o.anchorGrace, DryRun: o.dryRun, Log: log}
+	o.Clients.controller(&pc)
 	if o.leaderElect {
 		pc.LeaderElection = &controller.LeaderElection{Namespace: o.leNamespace, ID: o.leID,
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod}
-	}
-	ctx := c.ctx
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	if err := controller.RunProcess(ctx, pc); err != nil {
 		log.WithError(err).Error("controller stopped")
 		if o.logFormat != "json" {
 			// The one line a person reads last; a JSON pipeline has it as the error entry.
-			fmt.Fprintf(c.Stderr, "configmap-attacher controller: %v\n", err)
+			fmt.Fprintf(o.Stderr, "configmap-attacher controller: %v\n", err)
 		}
 		return ExitFail
 	}

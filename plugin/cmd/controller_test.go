@@ -33,16 +33,24 @@ func testController(env map[string]string, crd bool) (*Controller, *cluster.Sync
 	return &Controller{Stdout: &out, Stderr: &errb,
 		Getenv:   func(k string) string { return env[k] },
 		readFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
-		clients: func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
-			k := fake.NewClientset()
-			sch := metadatafake.NewTestScheme()
-			_ = metav1.AddMetaToScheme(sch)
-			return k, metadatafake.NewSimpleMetadataClient(sch, []runtime.Object{}...), k, nil
-		},
-		rolloutsInstalled: func(*rest.Config) (controller.Served, error) {
-			return controller.Served{Rollouts: crd, Experiments: crd}, nil
+		Clients: Clients{
+			Controller: func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
+				k := fake.NewClientset()
+				sch := metadatafake.NewTestScheme()
+				_ = metav1.AddMetaToScheme(sch)
+				return k, metadatafake.NewSimpleMetadataClient(sch, []runtime.Object{}...), k, nil
+			},
+			Served: func(*rest.Config) (controller.Served, error) {
+				return controller.Served{Rollouts: crd, Experiments: crd}, nil
+			},
 		},
 	}, &out, &errb
+}
+
+// executeController runs the controller command as Main does, under ctx and without tuning
+// the test process.
+func executeController(ctx context.Context, c *Controller, args []string) int {
+	return execute(ctx, &controllerOptions{Controller: c}, args)
 }
 
 func kubeconfig(t *testing.T) string {
@@ -63,7 +71,7 @@ current-context: c
 // Every problem is reported at once, then the usage; exit 2.
 func TestControllerFlagProblems(t *testing.T) {
 	c, _, errb := testController(nil, true)
-	code := c.main([]string{"-selector", "", "-workloads", "rollouts,replicasets", "-namespaces", "Shop,a,a",
+	code := executeController(context.Background(), c, []string{"-selector", "", "-workloads", "rollouts,replicasets", "-namespaces", "Shop,a,a",
 		"-leader-election-lease-duration", "5s", "-leader-election-renew-deadline", "10s", "-workers", "0",
 		"-metrics-addr", "8080", "-log-format", "xml", "extra"})
 	if code != ExitUsage {
@@ -88,12 +96,12 @@ func TestControllerFlagProblems(t *testing.T) {
 	}
 	for _, sel := range []string{"", " ", "!", "!configmap-attacher/revisioned", "team!=a", "team notin (a)"} {
 		c, _, errb := testController(nil, true)
-		if code := c.main([]string{"-leader-elect=false", "-selector", sel}); code != ExitUsage {
+		if code := executeController(context.Background(), c, []string{"-leader-elect=false", "-selector", sel}); code != ExitUsage {
 			t.Errorf("-selector %q: exit %d, want 2: %s", sel, code, errb.String())
 		}
 	}
 	c, _, _ = testController(nil, true)
-	if code := c.main([]string{"-help"}); code != ExitOK {
+	if code := executeController(context.Background(), c, []string{"-help"}); code != ExitOK {
 		t.Errorf("-help: exit %d", code)
 	}
 }
@@ -103,10 +111,9 @@ func runFor(t *testing.T, c *Controller, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.ctx = ctx
 	done := make(chan int, 1)
 	go func() {
-		done <- c.main(append([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0"}, args...))
+		done <- executeController(ctx, c, append([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0"}, args...))
 	}()
 	errb := c.Stderr.(*cluster.SyncBuffer)
 	deadline := time.Now().Add(10 * time.Second)
@@ -161,7 +168,7 @@ func TestControllerLeaseNamespaceInCluster(t *testing.T) {
 // not sync, /metrics has its scope_synced series at 0, and SIGTERM still exits 0.
 func TestControllerReadyzNamesUnsyncedNamespace(t *testing.T) {
 	c, _, errb := testController(nil, false)
-	c.clients = func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
+	c.Clients.Controller = func(*rest.Config) (kubernetes.Interface, metadata.Interface, kubernetes.Interface, error) {
 		k := fake.NewClientset()
 		sch := metadatafake.NewTestScheme()
 		_ = metav1.AddMetaToScheme(sch)
@@ -178,10 +185,9 @@ func TestControllerReadyzNamesUnsyncedNamespace(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.ctx = ctx
 	done := make(chan int, 1)
 	go func() {
-		done <- c.main([]string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0",
+		done <- executeController(ctx, c, []string{"-kubeconfig", kubeconfig(t), "-metrics-addr", "127.0.0.1:0", "-health-addr", "127.0.0.1:0",
 			"-leader-elect=false", "-workloads", "deployments", "-namespaces", "shop,locked"})
 	}()
 	deadline := time.Now().Add(10 * time.Second)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
-	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/doctor"
 )
 
@@ -22,8 +21,8 @@ import (
 // plugin/doctor does the checks).
 type Doctor struct {
 	Stdout, Stderr io.Writer
-	// NewClients builds the clients (default clientset.New; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+	// Clients builds the clients (tests inject fakes).
+	Clients Clients
 }
 
 const doctorUsage = "Usage: configmap-attacher doctor [--mode step,controller,job] [-n a,b] [-o text|json|yaml] [flags]\n\n" +
@@ -39,7 +38,11 @@ const doctorUsage = "Usage: configmap-attacher doctor [--mode step,controller,jo
 	"creates SubjectAccessReviews), and reads ConfigMaps and Secrets as metadata only.\n" +
 	"Exit codes: 0 no error (warnings allowed), 1 an error found, 2 bad usage.\n\nFlags:\n"
 
+// doctorOptions are one run of doctor: the command, its flags (bound to fs), and the checks'
+// options validate completes from them.
 type doctorOptions struct {
+	*Doctor
+	fs                        *flag.FlagSet
 	modes, namespaces, output string
 	optIn                     *cli.SelectorFlag
 	opts                      doctor.Options
@@ -48,13 +51,26 @@ type doctorOptions struct {
 
 // FlagSet returns a fresh flag set with every flag of the command at its default (for -help
 // and the docs' flag table).
-func (c *Doctor) FlagSet() *flag.FlagSet { return c.flags(&doctorOptions{}) }
+func (c *Doctor) FlagSet() *flag.FlagSet { return (&doctorOptions{Doctor: c}).flags() }
 
-func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
+// Main runs the checks and returns the exit code: ExitOK (no error), ExitFail or ExitUsage.
+func (c *Doctor) Main(args []string) int {
+	cc := *c
+	cc.Stdout, cc.Stderr = orDiscard(c.Stdout), orDiscard(c.Stderr)
+	return execute(context.Background(), &doctorOptions{Doctor: &cc}, args)
+}
+
+func (o *doctorOptions) spec() spec {
+	return spec{stdout: o.Stdout, stderr: o.Stderr, name: "configmap-attacher doctor", usage: doctorUsage, fs: o.flags(), extras: nsList}
+}
+
+// flags binds the flags to o (o.fs: validate reads which were given).
+func (o *doctorOptions) flags() *flag.FlagSet {
 	o.opts = doctor.Defaults()
 	o.optIn = cli.NewSelector(plugin.OptInLabel + "=true")
 	fs := flag.NewFlagSet("configmap-attacher doctor", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
+	o.fs = fs
 	fs.StringVar(&o.modes, "mode", "step", "modes to check, comma-separated: step, controller, job")
 	fs.StringVar(&o.namespaces, "namespace", "", "application namespaces, comma-separated: RBAC is checked in each and their objects (default: cluster-wide RBAC, every namespace's objects; required for -mode job)")
 	fs.StringVar(&o.output, "output", "text", outputUsage)
@@ -84,6 +100,12 @@ func (c *Doctor) flags(o *doctorOptions) *flag.FlagSet {
 
 // validate completes o.opts and returns every problem.
 func (o *doctorOptions) validate() []string {
+	// What the command line set overrides what discovery reads from each install.
+	set := map[string]bool{}
+	o.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
+		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
+		Namespaces: set["namespace"], OptIn: set["opt-in-selector"]}
 	var problems []string
 	o.opts.Modes = nil
 	for _, m := range splitList(o.modes) {
@@ -143,49 +165,28 @@ func (o *doctorOptions) validate() []string {
 	return problems
 }
 
-// Main runs the checks and returns the exit code: ExitOK (no error), ExitFail or ExitUsage.
-func (c *Doctor) Main(args []string) int {
-	if c.Stdout == nil {
-		c.Stdout = io.Discard
-	}
-	if c.Stderr == nil {
-		c.Stderr = io.Discard
-	}
-	var o doctorOptions
-	fs := c.flags(&o)
-	if err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher doctor", usage: doctorUsage, fs: fs, extras: nsList, validate: o.validate}, args, c.Stderr); err != nil {
-		return exitCode(err)
-	}
-	// What the command line set overrides what discovery reads from each install.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+// run finds the installs, checks them, writes the report and returns the exit code.
+func (o *doctorOptions) run(ctx context.Context) int {
 	o.opts.Discover = true
 	o.opts.ParseControllerArgs = ParseControllerArgs
-	o.opts.Explicit = doctor.Explicit{ServiceAccount: set["controller-service-account"], LeaderElect: set["leader-elect"],
-		LeaseNamespace: set["leader-election-namespace"], LeaseName: set["leader-election-id"], MetricsURL: set["metrics-url"],
-		Namespaces: set["namespace"], OptIn: set["opt-in-selector"]}
 	// doctor's output is its report (stdout); what client-go says on its own (the apiserver's
 	// warnings, which klog logs at its info level) goes to stderr as log lines.
 	log := logrus.New()
-	log.SetOutput(c.Stderr)
+	log.SetOutput(o.Stderr)
 	_ = cli.ConfigureLogger(log, "info", "text")
 	cli.RouteKlog(log)
-	newClients := c.NewClients
-	if newClients == nil {
-		newClients = clientset.New
-	}
-	cl, err := newClients(o.client)
+	cl, err := o.Clients.typed(o.client)
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
+		fmt.Fprintf(o.Stderr, "configmap-attacher doctor: %v\n", err)
 		return ExitFail
 	}
 	// The whole run has a deadline too: every call has its own, and there are at most a few
 	// hundred of them.
-	ctx, cancel := context.WithTimeout(context.Background(), 100*o.opts.Timeout+time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 100*o.opts.Timeout+time.Minute)
 	defer cancel()
 	rep := (&doctor.Doctor{Kube: cl.Kube, Meta: cl.Meta, Rollouts: cl.Rollouts, Opts: o.opts}).Run(ctx)
-	if err := writeReport(c.Stdout, o.output, rep); err != nil {
-		fmt.Fprintf(c.Stderr, "configmap-attacher doctor: %v\n", err)
+	if err := writeReport(o.Stdout, o.output, rep); err != nil {
+		fmt.Fprintf(o.Stderr, "configmap-attacher doctor: %v\n", err)
 		return ExitFail
 	}
 	if rep.Failed() {
@@ -198,8 +199,8 @@ func (c *Doctor) Main(args []string) int {
 // controller's own flag set, so that doctor knows the defaults and the syntax the controller
 // has: the Lease it takes when -leader-election-id is not given is the one doctor checks.
 func ParseControllerArgs(args []string) (doctor.ControllerArgs, error) {
-	var o controllerOptions
-	fs := (&Controller{Stderr: io.Discard}).flags(&o)
+	o := controllerOptions{Controller: &Controller{Stderr: io.Discard}}
+	fs := o.flags()
 	if p := parseFlags(fs, nsList, args); len(p.problems) > 0 {
 		return doctor.ControllerArgs{}, fmt.Errorf("parsing %q: %s", strings.Join(args, " "), strings.Join(p.problems, "; "))
 	}

@@ -26,9 +26,9 @@ import (
 func runDoctorCmd(t *testing.T, kube *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	c := &Doctor{Stdout: &out, Stderr: &errb, NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+	c := &Doctor{Stdout: &out, Stderr: &errb, Clients: Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) {
 		return clientset.Clients{Kube: kube, Meta: fakemeta.New(kube)}, nil
-	}}
+	}}}
 	return c.Main(args), out.String(), errb.String()
 }
 

@@ -1,16 +1,12 @@
 package cmd
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
-
-	"github.com/configmap-attacher/configmap-attacher/plugin"
-	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 )
 
 // The commands define their flags on a Go flag.FlagSet (names, defaults, values, usage: what
@@ -245,33 +241,3 @@ var (
 	// outputShort: version.
 	outputShort = flagExtras{short: map[string]string{"output": "o"}}
 )
-
-// clientFlags registers how a command reaches the apiserver, as kubectl spells it:
-// --kubeconfig, --context, --as, --as-group.
-func clientFlags(fs *flag.FlagSet, o *plugin.ClientOptions) {
-	cli.KubeconfigFlag(fs, &o.Kubeconfig)
-	fs.StringVar(&o.Context, "context", "", "the kubeconfig context to use (default: its current context)")
-	fs.StringVar(&o.Impersonate, "as", "", "act as this user (impersonation, as kubectl --as), e.g. system:serviceaccount:NS:NAME")
-	fs.Var((*listValue)(&o.ImpersonateGroups), "as-group", "act as a member of this group, repeatable (needs --as)")
-}
-
-// clientProblems checks the client flags.
-func clientProblems(o plugin.ClientOptions) []string {
-	if len(o.ImpersonateGroups) > 0 && o.Impersonate == "" {
-		return []string{fmt.Sprintf("-as-group %s needs -as USER: the apiserver impersonates groups only with a user", strings.Join(o.ImpersonateGroups, ","))}
-	}
-	return nil
-}
-
-// listValue is a repeatable string flag.
-type listValue []string
-
-func (l *listValue) String() string { return strings.Join(*l, ",") }
-
-func (l *listValue) Set(v string) error {
-	if v == "" {
-		return errors.New("empty value")
-	}
-	*l = append(*l, v)
-	return nil
-}

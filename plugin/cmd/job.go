@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
-	"github.com/configmap-attacher/configmap-attacher/plugin/clientset"
 	"github.com/configmap-attacher/configmap-attacher/plugin/job"
 
 	"github.com/sirupsen/logrus"
@@ -25,8 +24,8 @@ type Job struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads VERSION and JOB_NAME, which are only logged (nil: both empty).
 	Getenv func(string) string
-	// NewClients builds the clients (default clientset.New; tests inject fakes).
-	NewClients func(plugin.ClientOptions) (clientset.Clients, error)
+	// Clients builds the clients (tests inject fakes).
+	Clients Clients
 	// PollInterval is the pause between checks while waiting (default 2s).
 	PollInterval time.Duration
 	// help prints --help (nil: the Job's usage and flags; the root's lists the commands too).
@@ -35,8 +34,10 @@ type Job struct {
 	suggest func(arg string) []string
 }
 
-// jobOptions are the Job's flags.
+// jobOptions are one run of the Job: the command, its flags, and the core's request and the
+// logger validate derives from them.
 type jobOptions struct {
+	*Job
 	rollout, namespace, configMaps, secrets string
 	allowUnreferenced, version, dryRun      bool
 	discover                                bool
@@ -47,6 +48,9 @@ type jobOptions struct {
 	timeout                                 time.Duration
 	client                                  plugin.ClientOptions
 	logLevel, logFormat                     string
+
+	req job.Request
+	log *logrus.Logger
 }
 
 // jobMaxTimeout bounds -timeout. Run as an Argo CD Sync hook, the Job holds the sync operation
@@ -61,13 +65,25 @@ const jobUsage = "Usage: configmap-attacher -rollout NAME -namespace NS [-config
 	"pod template, then adds it as an owner of each listed ConfigMap and Secret.\n\nFlags:\n"
 
 // FlagSet returns a fresh flag set with every flag of the Job, writing to Stderr.
-func (c *Job) FlagSet() *flag.FlagSet { return c.flags(&jobOptions{}) }
+func (c *Job) FlagSet() *flag.FlagSet { return (&jobOptions{Job: c}).flags() }
 
-func (c *Job) flags(o *jobOptions) *flag.FlagSet {
+// Main runs the command line and returns the exit code: 0 attached (or -version, -help),
+// 1 failed or timed out, 2 bad usage.
+func (c *Job) Main(args []string) int {
+	cc := *c
+	cc.Stdout, cc.Stderr = orDiscard(c.Stdout), orDiscard(c.Stderr)
+	return execute(context.Background(), &jobOptions{Job: &cc}, args)
+}
+
+func (o *jobOptions) spec() spec {
+	return spec{stdout: o.Stdout, stderr: o.Stderr, name: "configmap-attacher", usage: jobUsage, fs: o.flags(), extras: nsShort, help: o.help, args: o.positional}
+}
+
+func (o *jobOptions) flags() *flag.FlagSet {
 	o.selector, o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
 	o.leases = cli.NewLeases()
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
 	fs.StringVar(&o.rollout, "rollout", "", "name of the Rollout (required)")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the Rollout and of its ConfigMaps and Secrets (required)")
 	fs.StringVar(&o.configMaps, "configmaps", "", "comma-separated ConfigMap names, e.g. web-config-7f9c2,web-env-b41d0")
@@ -91,32 +107,16 @@ func (c *Job) flags(o *jobOptions) *flag.FlagSet {
 	return fs
 }
 
-// Main runs the command line and returns the exit code: 0 attached (or -version, -help),
-// 1 failed or timed out, 2 bad usage.
-func (c *Job) Main(args []string) int {
-	var o jobOptions
-	var req job.Request
-	log := logrus.New()
-	log.SetOutput(c.Stderr)
-	fs := c.flags(&o)
-	err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher", usage: jobUsage, fs: fs, extras: nsShort, help: c.help, args: c.positional, validate: func() []string {
-		if o.version {
-			return nil
-		}
-		var problems []string
-		req, problems = o.validate()
-		problems = append(problems, clientProblems(o.client)...)
-		return append(problems, cli.LoggerProblems(log, o.logLevel, o.logFormat)...)
-	}}, args, c.Stderr)
-	if err != nil {
-		return exitCode(err)
-	}
+// run waits for the Rollout's ReplicaSet and attaches (or prints the version) and returns the
+// exit code.
+func (o *jobOptions) run(ctx context.Context) int {
 	if o.version {
-		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
+		fmt.Fprintln(o.Stdout, "configmap-attacher", plugin.Version)
 		return ExitOK
 	}
+	log, req := o.log, o.req
 	cli.RouteKlog(log)
-	getenv := c.Getenv
+	getenv := o.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -125,47 +125,46 @@ func (c *Job) Main(args []string) int {
 	entry.WithFields(logrus.Fields{"version": plugin.Version, "VERSION": getenv("VERSION"), "jobName": getenv("JOB_NAME"),
 		"configMaps": req.Config.ConfigMaps, "secrets": req.Config.Secrets}).Info("starting configmap-attacher")
 
-	newClients := c.NewClients
-	if newClients == nil {
-		newClients = clientset.New
-	}
-	cl, err := newClients(o.client)
+	cl, err := o.Clients.typed(o.client)
 	if err != nil {
 		entry.Error(err)
 		return ExitFail
 	}
-	req.Clients, req.Log, req.PollInterval = cl, entry, c.PollInterval
-	msg, err := job.WaitAndAttach(context.Background(), req)
+	req.Clients, req.Log, req.PollInterval = cl, entry, o.PollInterval
+	msg, err := job.WaitAndAttach(ctx, req)
 	if err != nil {
 		entry.Error(err)
 		if o.logFormat != "json" {
 			// The one line a person reads last; a JSON pipeline has it as the error entry.
-			fmt.Fprintf(c.Stderr, "configmap-attacher: %v\n", err)
+			fmt.Fprintf(o.Stderr, "configmap-attacher: %v\n", err)
 		}
 		return ExitFail
 	}
 	entry.Info(msg)
-	fmt.Fprintln(c.Stdout, msg)
+	fmt.Fprintln(o.Stdout, msg)
 	return ExitOK
 }
 
 // positional refuses arguments: the Job takes flags only. An argument may be a misspelt command.
-func (c *Job) positional(rest []string) []string {
+func (o *jobOptions) positional(rest []string) []string {
 	if len(rest) == 0 {
 		return nil
 	}
 	p := fmt.Sprintf("unexpected argument %q: all input is given by flags", rest[0])
-	if c.suggest != nil {
-		if s := c.suggest(rest[0]); len(s) > 0 {
+	if o.suggest != nil {
+		if s := o.suggest(rest[0]); len(s) > 0 {
 			p = fmt.Sprintf("unknown command %q: did you mean %s? (configmap-attacher --help lists the commands)", rest[0], strings.Join(s, " or "))
 		}
 	}
 	return []string{p}
 }
 
-// validate turns the flags and the remaining arguments into the core's request; it returns
-// every problem at once.
-func (o *jobOptions) validate() (job.Request, []string) {
+// validate turns the flags into the core's request and configures the logger; it returns every
+// problem at once (none with -version, which only prints it).
+func (o *jobOptions) validate() []string {
+	if o.version {
+		return nil
+	}
 	var problems []string
 	if o.rollout == "" {
 		problems = append(problems, "-rollout is required: the name of the Rollout")
@@ -200,7 +199,7 @@ func (o *jobOptions) validate() (job.Request, []string) {
 	} else if o.timeout > jobMaxTimeout {
 		problems = append(problems, fmt.Sprintf("-timeout %s: must be at most 1h (a Sync hook holds the Argo CD sync while it waits, and the Rollouts controller creates the ReplicaSet in seconds), e.g. -timeout 5m", o.timeout))
 	}
-	req := job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()},
+	o.req = job.Request{Namespace: o.namespace, Rollout: o.rollout, Config: cfg, Policy: plugin.Policy{RequireOptIn: o.requireOptIn, OptIn: o.optInSelector.Selector()},
 		ControllerLeases: o.leases.Leases()}
 	if o.expectAnnotation != "" {
 		k, v, ok := strings.Cut(o.expectAnnotation, "=")
@@ -209,10 +208,13 @@ func (o *jobOptions) validate() (job.Request, []string) {
 		} else if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("-expect-template-annotation %q: %q is not an annotation key: %s", o.expectAnnotation, k, strings.Join(errs, "; ")))
 		} else {
-			req.ExpectTemplateAnnotation = job.TemplateAnnotation{Key: k, Value: v}
+			o.req.ExpectTemplateAnnotation = job.TemplateAnnotation{Key: k, Value: v}
 		}
 	}
-	return req, problems
+	problems = append(problems, clientProblems(o.client)...)
+	o.log = logrus.New()
+	o.log.SetOutput(o.Stderr)
+	return append(problems, cli.LoggerProblems(o.log, o.logLevel, o.logFormat)...)
 }
 
 // unexpandedHint explains a value that still holds a $(VAR) reference: the kubelet leaves
@@ -222,15 +224,4 @@ func unexpandedHint(v string) string {
 		return "; it holds an unexpanded $(VAR) reference: define that env var in the container (examples/job.yaml sets POD_NAMESPACE from the downward API)"
 	}
 	return ""
-}
-
-// splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +28,9 @@ func runJob(t *testing.T, kube kubernetes.Interface, ro rolloutsclient.Interface
 	var out, errb bytes.Buffer
 	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
 		Getenv: func(k string) string { return map[string]string{"JOB_NAME": "attach-web"}[k] },
-		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+		Clients: Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) {
 			return clientset.Clients{Kube: kube, Meta: fakemeta.WithRollouts(kube, ro), Rollouts: ro}, nil
-		}}
+		}}}
 	code := c.Main(args)
 	return code, out.String(), errb.String()
 }
@@ -40,10 +41,10 @@ func runJobUsage(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &Job{Stdout: &out, Stderr: &errb, PollInterval: 10 * time.Millisecond,
-		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) {
+		Clients: Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) {
 			t.Errorf("bad usage %q got as far as building clients", args)
 			return clientset.Clients{}, errors.New("bad usage built clients")
-		}}
+		}}}
 	return c.Main(args), errb.String()
 }
 
@@ -150,7 +151,10 @@ func TestJobValidateAccepts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.selector, tc.o.optInSelector = cli.NewSelector(""), cli.NewSelector(plugin.OptInLabel+"=true")
-			req, problems := tc.o.validate()
+			// What the flag set defaults and the Job gives: validate also configures the logger.
+			tc.o.Job, tc.o.logLevel, tc.o.logFormat = &Job{Stderr: io.Discard}, "info", "text"
+			problems := tc.o.validate()
+			req := tc.o.req
 			if len(problems) > 0 {
 				t.Fatalf("problems: %q", problems)
 			}

@@ -30,7 +30,7 @@ func TestKlogRoutedIntoEachMode(t *testing.T) {
 	var errb bytes.Buffer
 	newClients := func(plugin.ClientOptions) (clientset.Clients, error) { return klogProbe() }
 
-	code := (&Job{Stderr: &errb, NewClients: newClients}).Main([]string{"-rollout", "web", "-namespace", "shop", "-configmaps", "cfg", "-log-format", "json"})
+	code := (&Job{Stderr: &errb, Clients: Clients{Typed: newClients}}).Main([]string{"-rollout", "web", "-namespace", "shop", "-configmaps", "cfg", "-log-format", "json"})
 	if code != ExitFail {
 		t.Errorf("job: exit %d", code)
 	}
@@ -50,7 +50,7 @@ func TestKlogRoutedIntoEachMode(t *testing.T) {
 	}
 
 	errb.Reset()
-	(&Audit{Stderr: &errb, NewClients: newClients}).Main([]string{"-A", "-log-level", "info"})
+	(&Audit{Stderr: &errb, Clients: Clients{Typed: newClients}}).Main([]string{"-A", "-log-level", "info"})
 	for _, want := range []string{`level=info msg="attempting to acquire leader lease" lease=ns/probe logger=client-go`, `level=error msg="Failed to watch" error="configmaps is forbidden`} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("audit: stderr lacks %q:\n%s", want, errb.String())
@@ -58,7 +58,7 @@ func TestKlogRoutedIntoEachMode(t *testing.T) {
 	}
 
 	errb.Reset()
-	(&Doctor{Stderr: &errb, NewClients: newClients}).Main([]string{"-mode", "step"})
+	(&Doctor{Stderr: &errb, Clients: Clients{Typed: newClients}}).Main([]string{"-mode", "step"})
 	// klog has no warning level in logr: its warnings arrive at info.
 	if s := errb.String(); !strings.Contains(s, `level=info msg="probe warning from client-go" logger=client-go`) || !strings.Contains(s, `level=error msg="Failed to watch"`) {
 		t.Errorf("doctor: stderr lacks client-go's lines:\n%s", s)

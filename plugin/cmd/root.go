@@ -1,18 +1,13 @@
 package cmd
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
-
-	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
 // Root is the configmap-attacher command line: the Job's flags at the top level (the original
@@ -24,6 +19,8 @@ import (
 type Root struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Clients builds every command's clients (tests inject fakes).
+	Clients Clients
 }
 
 // rootLong is the top-level help's introduction.
@@ -58,7 +55,7 @@ func (r *Root) Command() *cobra.Command {
 	}
 	root.SetOut(r.Stdout)
 	root.SetErr(r.Stderr)
-	job := &Job{Stdout: r.Stdout, Stderr: r.Stderr, Getenv: r.Getenv, help: func(w io.Writer) {
+	job := &Job{Stdout: r.Stdout, Stderr: r.Stderr, Getenv: r.Getenv, Clients: r.Clients, help: func(w io.Writer) {
 		root.SetOut(w)
 		_ = root.Help()
 	}}
@@ -83,13 +80,13 @@ type sub struct {
 func (r *Root) subs() []sub {
 	return []sub{
 		{"controller", "Watch workloads and attach opted-in ConfigMaps and Secrets to every user (the Deployment's mode)",
-			(&Controller{}).FlagSet, nsList, (&Controller{Stdout: r.Stdout, Stderr: r.Stderr, Getenv: r.Getenv}).Main},
+			(&Controller{}).FlagSet, nsList, (&Controller{Stdout: r.Stdout, Stderr: r.Stderr, Getenv: r.Getenv, Clients: r.Clients}).Main},
 		{"audit", "Report, per Rollout and Deployment, the config in use and what is lost, unowned or stray; --fix attaches",
-			(&Audit{}).FlagSet, auditExtras, (&Audit{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
+			(&Audit{}).FlagSet, auditExtras, (&Audit{Stdout: r.Stdout, Stderr: r.Stderr, Clients: r.Clients}).Main},
 		{"doctor", "Check, read-only, that the step plugin, the controller or the Job is set up to work",
-			(&Doctor{}).FlagSet, nsList, (&Doctor{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
+			(&Doctor{}).FlagSet, nsList, (&Doctor{Stdout: r.Stdout, Stderr: r.Stderr, Clients: r.Clients}).Main},
 		{"cleanup", "Delete the controller's anchors when it is uninstalled",
-			(&Cleanup{}).FlagSet, nsList, (&Cleanup{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
+			(&Cleanup{}).FlagSet, nsList, (&Cleanup{Stdout: r.Stdout, Stderr: r.Stderr, Clients: r.Clients}).Main},
 		{"install-plugin DIR", "Copy the step plugin into DIR (an initContainer of the Argo Rollouts controller)",
 			(&Install{}).FlagSet, flagExtras{}, (&Install{Stdout: r.Stdout, Stderr: r.Stderr}).Main},
 		{"version", "Print the version",
@@ -142,56 +139,4 @@ func (r *Root) Main(args []string) int {
 		fmt.Fprintf(r.Stderr, "configmap-attacher: %v\n", err)
 		return ExitUsage
 	}
-}
-
-// Version is `configmap-attacher version`.
-type Version struct {
-	Stdout, Stderr io.Writer
-}
-
-type versionOptions struct{ output string }
-
-const versionUsage = "Usage: configmap-attacher version [-o text|json|yaml]\n\nPrints the version (the Job's -version prints the same line).\n\nFlags:\n"
-
-// FlagSet returns a fresh flag set with every flag of the command.
-func (c *Version) FlagSet() *flag.FlagSet { return c.flags(&versionOptions{}) }
-
-func (c *Version) flags(o *versionOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("configmap-attacher version", flag.ContinueOnError)
-	fs.StringVar(&o.output, "output", "text", outputUsage)
-	return fs
-}
-
-// versionInfo is version's document (-o json|yaml).
-type versionInfo struct {
-	Version   string `json:"version"`
-	GoVersion string `json:"goVersion"`
-	Platform  string `json:"platform"`
-}
-
-// Main prints the version and returns the exit code.
-func (c *Version) Main(args []string) int {
-	var o versionOptions
-	fs := c.flags(&o)
-	if err := parseArgs(spec{stdout: c.Stdout, name: "configmap-attacher version", usage: versionUsage, fs: fs, extras: outputShort, validate: func() []string {
-		return outputProblems(o.output)
-	}}, args, c.Stderr); err != nil {
-		return exitCode(err)
-	}
-	info := versionInfo{Version: plugin.Version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	switch o.output {
-	case "json", "yaml":
-		b, err := json.MarshalIndent(info, "", "  ")
-		if err == nil && o.output == "yaml" {
-			b, err = yaml.JSONToYAML(b)
-		}
-		if err != nil {
-			fmt.Fprintf(c.Stderr, "configmap-attacher version: %v\n", err)
-			return ExitFail
-		}
-		fmt.Fprintln(c.Stdout, string(b))
-	default:
-		fmt.Fprintln(c.Stdout, "configmap-attacher", plugin.Version)
-	}
-	return ExitOK
 }

@@ -5,6 +5,7 @@
 package stepplugin
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -28,8 +29,12 @@ type Command struct {
 	Stderr io.Writer
 }
 
-// stepPluginOptions are the plugin's args, e.g. ["--log-level", "debug", "--require-opt-in"].
+// stepPluginOptions are one run of the step plugin: the command and its args, e.g.
+// ["--log-level", "debug", "--require-opt-in"]. They have the skeleton of every command
+// (package cmd's): validate() []string, then run(ctx); the args parse with the Go flag
+// package, as argo-rollouts-config writes them (--name value), every problem in one error.
 type stepPluginOptions struct {
+	*Command
 	Client      plugin.ClientOptions
 	LogLevel    string
 	LogFormat   string
@@ -48,13 +53,13 @@ const stepPluginUsage = "Usage: the Argo Rollouts controller starts configmap-at
 	"stepPlugins[].args in argo-rollouts-config, e.g. [\"--log-level\", \"debug\", \"--require-opt-in\"].\n\nFlags:\n"
 
 // FlagSet returns a fresh flag set with every flag of the step plugin, writing to Stderr.
-func (c *Command) FlagSet() *flag.FlagSet { return c.flags(&stepPluginOptions{}) }
+func (c *Command) FlagSet() *flag.FlagSet { return (&stepPluginOptions{Command: c}).flags() }
 
-func (c *Command) flags(o *stepPluginOptions) *flag.FlagSet {
+func (o *stepPluginOptions) flags() *flag.FlagSet {
 	o.optIn = cli.NewSelector(plugin.OptInLabel + "=true")
 	o.leases = cli.NewLeases()
 	fs := flag.NewFlagSet("configmap-attacher (step plugin)", flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(o.Stderr)
 	cli.KubeconfigFlag(fs, &o.Client.Kubeconfig)
 	fs.Float64Var(&o.qps, "qps", plugin.DefaultQPS, "client-side queries per second to the apiserver")
 	fs.IntVar(&o.Client.Burst, "burst", plugin.DefaultBurst, "client-side burst of requests to the apiserver")
@@ -74,8 +79,8 @@ func (c *Command) flags(o *stepPluginOptions) *flag.FlagSet {
 // the flag package finds, in the order of the args (parsing goes on after each), then the
 // values, in flag order.
 func (c *Command) parse(args []string) (stepPluginOptions, error) {
-	var o stepPluginOptions
-	fs := c.flags(&o)
+	o := stepPluginOptions{Command: c}
+	fs := o.flags()
 	problems, help := cli.CollectParse(fs, args)
 	for i, p := range problems {
 		if strings.HasPrefix(p, "-") && !strings.HasPrefix(p, "--") {
@@ -135,18 +140,30 @@ func configureLogger(log *logrus.Logger, o stepPluginOptions) error {
 // Main reads the args and serves until the controller stops the plugin; it returns 2 for bad
 // args (the reason on Stderr, which the controller logs) and 0 after serving.
 func (c *Command) Main(args []string) int {
-	log := logrus.New()
-	log.SetOutput(c.Stderr)
 	o, err := c.parse(args)
 	if err != nil {
+		log := logrus.New()
+		log.SetOutput(c.Stderr)
 		log.Error(err)
 		return cli.ExitUsage
 	}
-	if err := configureLogger(log, o); err != nil { // validated: cannot fail
+	return o.run(context.Background())
+}
+
+// run serves step.Step until the controller stops the plugin. go-plugin's Serve takes no
+// context (the controller ends the process), so ctx is unused.
+func (o *stepPluginOptions) run(context.Context) int {
+	log := logrus.New()
+	log.SetOutput(o.Stderr)
+	if err := configureLogger(log, *o); err != nil { // validated: cannot fail
 		log.Error(err)
 		return cli.ExitUsage
 	}
 	entry := log.WithField("plugin", "configmap-attacher")
+	// The step's clients are built lazily, on the first step, and a failure is retried on the
+	// next: InitPlugin, which the controller never retries, must not fail on an apiserver that
+	// is not reachable yet. (The other commands get theirs from cmd.Clients, which this
+	// binary does not link: the typed clientset is most of what it would weigh.)
 	client := plugin.LazyClient(o.Client)
 	// Events are sent in the background: a step's latency does not include them.
 	events := plugin.NewAsyncEvents(&plugin.APIEvents{Client: client, Log: entry}, 64, entry)

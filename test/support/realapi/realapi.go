@@ -80,7 +80,7 @@ func RunAudit(t *testing.T, cli *cmd.Audit, args ...string) (int, string, string
 func CountedAudit(cfg *rest.Config, counter *cluster.Counter) *cmd.Audit {
 	cfg = counter.Wrap(cfg)
 	return &cmd.Audit{
-		NewClients: func(plugin.ClientOptions) (clientset.Clients, error) { return clientset.ForConfig(cfg) },
+		Clients: cmd.Clients{Typed: func(plugin.ClientOptions) (clientset.Clients, error) { return clientset.ForConfig(cfg) }},
 	}
 }
 

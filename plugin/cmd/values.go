@@ -2,9 +2,7 @@ package cmd
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -13,93 +11,8 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin/cli"
 )
 
-// Every command has the same skeleton: options bound to a flag set, parse (every flag problem
-// at once), complete and validate (every value problem at once), run. parseArgs does the
-// first half for all of them, so a command differs only in its flags, its checks and its run.
-
-// spec is what a command gives parseArgs.
-type spec struct {
-	// stdout gets the help that --help asks for (nil: stderr).
-	stdout io.Writer
-	// name prefixes each problem, e.g. "configmap-attacher audit".
-	name string
-	// usage is printed, then the flags, for --help (on stderr); a problem only points to
-	// --help.
-	usage string
-	fs    *flag.FlagSet
-	// extras are the short forms and old names of fs's flags on the command line.
-	extras flagExtras
-	// help prints the help instead of usage and the flags (the root's lists the commands).
-	help func(io.Writer)
-	// deprecated reports an old flag name used (nil: a line on stderr; the controller logs it).
-	deprecated func(notice string)
-	// validate completes the options after parsing and returns every problem (nil: none).
-	validate func() []string
-	// args takes the positional arguments (nil: a command without any refuses them).
-	args func(rest []string) []string
-}
-
-// errHelp: -help was asked for; the usage has been printed (exit 0).
-var errHelp = errors.New("help requested")
-
-// parseArgs parses args into s.fs and validates them. Each problem is printed once on stderr
-// as "<name>: <problem>", followed by a pointer to --help; the result is nil, errHelp, or an
-// error that means ExitUsage.
-func parseArgs(s spec, args []string, stderr io.Writer) error {
-	p := parseFlags(s.fs, s.extras, args)
-	if p.help {
-		out := s.stdout
-		if out == nil {
-			out = stderr
-		}
-		s.printHelp(out)
-		return errHelp
-	}
-	problems := p.problems
-	switch {
-	case s.args != nil:
-		problems = append(problems, s.args(p.args)...)
-	case len(p.args) > 0:
-		problems = append(problems, fmt.Sprintf("unexpected argument %q: all input is given by flags", p.args[0]))
-	}
-	if s.validate != nil {
-		problems = append(problems, s.validate()...)
-	}
-	if len(problems) == 0 {
-		for _, d := range p.deprecated {
-			if s.deprecated != nil {
-				s.deprecated(d)
-			} else {
-				fmt.Fprintf(stderr, "%s: %s\n", s.name, d)
-			}
-		}
-		return nil
-	}
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "%s: %s\n", s.name, p)
-	}
-	fmt.Fprintf(stderr, "Run %s --help for usage.\n", s.name)
-	return errors.New(strings.Join(problems, "; "))
-}
-
-// printHelp prints the command's help: its usage text and its flags as the command line
-// spells them.
-func (s spec) printHelp(w io.Writer) {
-	if s.help != nil {
-		s.help(w)
-		return
-	}
-	fmt.Fprint(w, s.usage)
-	fmt.Fprint(w, pflags(s.fs, s.extras).FlagUsages())
-}
-
-// exitCode maps parseArgs' result to the exit of a command that stops there.
-func exitCode(err error) int {
-	if errors.Is(err, errHelp) {
-		return ExitOK
-	}
-	return ExitUsage
-}
+// The grammars of the values several commands share: -workloads, a --namespace list, a
+// comma-separated list, a repeatable flag, a numeric minimum.
 
 // workloadsFlag is the -workloads grammar of every command: a comma-separated list of
 // rollouts and deployments (any case, singular accepted), each at most once.
@@ -216,4 +129,28 @@ func atLeast[T int | float64](flagName string, v, min T) []string {
 		return []string{fmt.Sprintf("%s %v: must be at least %v", flagName, v, min)}
 	}
 	return nil
+}
+
+// listValue is a repeatable string flag.
+type listValue []string
+
+func (l *listValue) String() string { return strings.Join(*l, ",") }
+
+func (l *listValue) Set(v string) error {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// splitList splits "a, b,,c" into [a b c]: the original tool choked on spaces and empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
