@@ -1,8 +1,6 @@
 package plugin
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -78,75 +76,6 @@ func (r *labelRule) check(o Object, l map[string]string) string {
 		return optInRefusal([]Object{o}, r.optIn, r.ns)
 	}
 	return lateCredentialRefusal(o, r.optIn)
-}
-
-// checkLabels applies the opt-in policy and the credentials rule to the explicit list. It
-// reads labels only when a rule needs them: with the policy on, one metadata list per kind;
-// otherwise one metadata GET per object the target uses only as a credential. An object that
-// does not exist yet carries the rule to its write (labelRule).
-func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands []candidate) error {
-	if len(p.Listed) == 0 {
-		return nil
-	}
-	ns := req.Workload.Namespace
-	optIn := req.Policy.optIn()
-	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
-	metas := map[Object]objectMeta{}
-	if req.Policy.RequireOptIn {
-		for _, k := range kindsOf(p.Listed) {
-			m, err := a.listMeta(ctx, ns, k, optIn)
-			if err != nil {
-				return err
-			}
-			for name, meta := range m {
-				metas[Object{k, name}] = meta
-			}
-		}
-	}
-	var unlabelled []Object
-	var keep []Object
-	for i := range cands {
-		c := &cands[i]
-		o := c.Object
-		need := req.Policy.RequireOptIn || creds.Has(o)
-		if !need {
-			keep = append(keep, o)
-			continue
-		}
-		m, ok := metas[o]
-		if !ok {
-			got, err := a.getMeta(ctx, ns, o)
-			if err != nil {
-				return err
-			}
-			if got == nil { // absent: checked when it appears (the write's grace)
-				c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
-				keep = append(keep, o)
-				continue
-			}
-			m, ok = *got, true
-		}
-		if ok {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-		}
-		if ok && optIn.Matches(labels.Set(m.Labels)) {
-			keep = append(keep, o)
-			continue
-		}
-		if req.Policy.RequireOptIn {
-			unlabelled = append(unlabelled, o)
-			continue
-		}
-		// A credential (image pull secret, a volume's secretRef) is shared by nature: the list
-		// does not make it a dependent unless its owner opted it in.
-		p.Skipped = append(p.Skipped, Skip{Object: o, Reason: SkipCredential, UsedBy: []string{req.Target.Name}, OptIn: optIn.String()})
-		c.dropped = true
-	}
-	if len(unlabelled) > 0 {
-		return &FailError{optInRefusal(unlabelled, optIn, ns)}
-	}
-	p.Listed = keep
-	return nil
 }
 
 func kindsOf(objs []Object) []Kind {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -242,3 +243,10 @@ func keysOf(m map[Object]string) []Object {
 	sortObjects(out)
 	return out
 }
+
+// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
+// stale); nothing is written, and the caller's view catches up.
+var errAllGone = errors.New("every ReplicaSet to add is gone")
+
+// isAllGone reports a write skipped because its ReplicaSets no longer exist.
+func isAllGone(err error) bool { return errors.Is(err, errAllGone) }

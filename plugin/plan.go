@@ -1,19 +1,17 @@
 package plugin
 
 import (
-	"context"
-	"fmt"
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Which objects a run considers and what each gets: the rule table of an explicit list
-// (docs/step.md), discovery, and planWrites, the rules every candidate goes through.
+// The pure plan: the rule table of an explicit list (docs/step.md) and the rules every
+// candidate goes through, from what the run read. No request and no ctx here: each object's
+// owners come from decideOwners (owners.go).
 
 // ruleTable applies the rule table to the explicit list:
 //
@@ -80,94 +78,6 @@ func anyRollback(skips []Skip) bool {
 		}
 	}
 	return false
-}
-
-// Candidate is an object a caller found (the controller's caches, audit's snapshot) with the
-// metadata it read (never the data). Who may own it is not the caller's to say: Reconcile asks
-// the namespace's users (Request.Users).
-type Candidate struct {
-	Object Object
-	// UID is the object's UID as read (empty: unknown); the patch carries it as a precondition.
-	UID    types.UID
-	Labels map[string]string
-	// Owners are its owner references as read (only UIDs are compared).
-	Owners []metav1.OwnerReference
-	// ReplicaSetOwned: an apps ReplicaSet is among its owners, for callers whose Owners keep
-	// only UIDs (the controller's cache); otherwise HasReplicaSetOwner(Owners) says it.
-	ReplicaSetOwned bool
-}
-
-// candidate is a Candidate on its way through Reconcile.
-type candidate struct {
-	Candidate
-	// listed: in the explicit list, whose problems decide the verdict.
-	listed bool
-	// labelsKnown: Labels (and UID, Owners) were read.
-	labelsKnown bool
-	// forced is the target of an allowUnreferenced object: an owner though its template does
-	// not reference the object.
-	forced *Owner
-	// recheck is the label rule of a listed object that did not exist at the check.
-	recheck *labelRule
-	// dropped: skipped by checkLabels (a credential).
-	dropped bool
-}
-
-// discover finds the objects matching the discovery selector (and, with the policy on, the
-// opt-in selector) that a live ReplicaSet of the workload references: one metadata list per
-// kind that some template references. A listed object that it finds gets its metadata.
-func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, cands []candidate) ([]candidate, error) {
-	sel := req.Discover
-	if req.Policy.RequireOptIn {
-		r, _ := req.Policy.optIn().Requirements()
-		sel = sel.Add(r...)
-	}
-	used := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
-	for i, rs := range rss {
-		if !Live(rs) {
-			continue
-		}
-		for n := range refs[i].ConfigMaps {
-			used.ConfigMaps[n] = true
-		}
-		for n := range refs[i].Secrets {
-			used.Secrets[n] = true
-		}
-	}
-	var kinds []Kind
-	if len(used.ConfigMaps) > 0 {
-		kinds = append(kinds, KindConfigMap)
-	}
-	if len(used.Secrets) > 0 {
-		kinds = append(kinds, KindSecret)
-	}
-	index := map[Object]int{}
-	for i, c := range cands {
-		index[c.Object] = i
-	}
-	var out []candidate
-	for _, k := range kinds {
-		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
-		if err != nil {
-			return nil, fmt.Errorf("discover: %w", err)
-		}
-		for name, m := range metas {
-			o := Object{k, name}
-			if i, ok := index[o]; ok {
-				// Listed too: the owners it already has need no write.
-				c := &cands[i]
-				if !c.labelsKnown {
-					c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-				}
-				continue
-			}
-			if !used.Has(o) {
-				continue
-			}
-			out = append(out, candidate{Candidate: Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners}, labelsKnown: true})
-		}
-	}
-	return out, nil
 }
 
 // planWrites applies the rules every candidate goes through, whichever mode found it:
@@ -281,14 +191,6 @@ func (r Request) shared(u Users) (Sharing, bool) {
 	return sh, len(sh.Unownable) == 0 && len(sh.Others) > 0
 }
 
-// workloadName names the run's workload in messages ("" without one).
-func (r Request) workloadName() string {
-	if r.Workload.Name == "" {
-		return ""
-	}
-	return r.Workload.String()
-}
-
 // sharedAny reports whether some candidate is shared (Request.shared): only then are the
 // controllers' Leases read.
 func sharedAny(req Request, cands []candidate) bool {
@@ -300,26 +202,30 @@ func sharedAny(req Request, cands []candidate) bool {
 	return false
 }
 
-// sharedLabels reads the labels of the shared candidates whose labels were not read yet (a
-// listed object without the opt-in policy): the controller maintains only opted-in objects.
-func (a *Attacher) sharedLabels(ctx context.Context, ns string, req Request, cands []candidate) error {
-	for i := range cands {
-		c := &cands[i]
-		if c.labelsKnown || c.dropped {
-			continue
-		}
-		if _, ok := req.shared(req.Users.UsersOf(c.Object)); !ok {
-			continue
-		}
-		m, err := a.getMeta(ctx, ns, c.Object)
-		if err != nil {
-			return err
-		}
-		if m != nil {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+// handedUnread are the objects a live controller maintains whose other users the run did not
+// read (maintainedView): named in the message as left to the controller.
+func handedUnread(req Request, cands []candidate, leases []ControllerLease) []Handover {
+	v, ok := req.Users.(maintainedView)
+	var own *NamespaceUsage
+	if !ok {
+		if own, ok = req.Users.(*NamespaceUsage); !ok || req.ReadUsers == nil {
+			return nil
 		}
 	}
-	return nil
+	ns := req.Namespace
+	if ns == "" {
+		ns = req.Workload.Namespace
+	}
+	var out []Handover
+	for _, c := range cands {
+		if c.dropped || (own == nil && !v.covered[c.Object]) {
+			continue
+		}
+		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, req.Maintainers.now()); lease != "" {
+			out = append(out, Handover{Object: c.Object, Lease: lease})
+		}
+	}
+	return out
 }
 
 func sortWrites(ws []Write) {
@@ -329,4 +235,9 @@ func sortWrites(ws []Write) {
 		}
 		return CompareObjects(ws[i].Object, ws[j].Object) < 0
 	})
+}
+
+// containsOwner reports whether owners hold the ReplicaSet with this UID.
+func containsOwner(owners []Owner, uid types.UID) bool {
+	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
 }
