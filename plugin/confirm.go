@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,34 +16,35 @@ import (
 // The live confirmation of a stale view's new owners: facts only (which owners a consistent
 // read shows still live, with their controllers). What to do with them is decideOwners'.
 
-// existing keeps the ReplicaSets that a live read shows still exist with the same UID and no
-// deletionTimestamp, and whose controller, if they have one, does too (kind, name and UID). A
-// caller whose view may be stale (the controller's caches, audit's snapshot) confirms the
-// owners of an object that has no ReplicaSet owner yet: if every ReplicaSet it adds were
-// already gone, or about to be collected with its deleted workload, the garbage collector
-// would delete the object, although a ReplicaSet the view does not show yet may use it. One
-// consistent read by name per ReplicaSet and per controller (readByName).
-func (a *Attacher) existing(ctx context.Context, ns string, rss []Owner) ([]Owner, error) {
-	var out []Owner
-	for _, rs := range rss {
-		items, err := a.readOwner(ctx, ns, rs)
+// confirmOwners reads, for a caller whose view may be stale (the controller's caches, audit's
+// snapshot), which of the owners an object would get still exist: the UIDs of those a live
+// read shows with the same UID and no deletionTimestamp, and whose controller, if they have
+// one, does too (kind, name and UID). It only gathers the facts: decideOwners keeps the owners
+// they confirm (if every owner it adds were already gone, or about to be collected with its
+// deleted workload, the garbage collector would delete the object, although a user the view
+// does not show yet may use it). One consistent read by name per owner and per controller
+// (readByName).
+func (a *Attacher) confirmOwners(ctx context.Context, ns string, owners []Owner) (map[types.UID]bool, error) {
+	live := make(map[types.UID]bool, len(owners))
+	for _, o := range owners {
+		items, err := a.readOwner(ctx, ns, o)
 		if err != nil {
-			return nil, fmt.Errorf("confirming %s %s in namespace %s: %w", rs.KindOf(), rs.Name, ns, err)
+			return nil, fmt.Errorf("confirming %s %s in namespace %s: %w", o.KindOf(), o.Name, ns, err)
 		}
 		for _, it := range items {
-			if it.GetUID() != rs.UID || it.GetDeletionTimestamp() != nil {
+			if it.GetUID() != o.UID || it.GetDeletionTimestamp() != nil {
 				continue
 			}
-			ok, err := a.controllerLive(ctx, ns, rs.Name, it)
+			ok, err := a.controllerLive(ctx, ns, o.Name, it)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
-				out = append(out, rs)
+				live[o.UID] = true
 			}
 		}
 	}
-	return out, nil
+	return live, nil
 }
 
 // ownerResources are the owner kinds other than a ReplicaSet, read as metadata to be confirmed.

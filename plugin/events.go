@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -115,13 +114,4 @@ func (e *AsyncEvents) Dropped() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.dropped
-}
-
-// createEvent writes one Event, with its own deadline: an event is best-effort and must not
-// outlive the run that records it by more than that.
-func createEvent(kube Kube, ev *corev1.Event) error {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
-	defer cancel()
-	_, err := kube.CreateEvent(ctx, ev)
-	return err
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,8 +13,82 @@ import (
 // Who owns an object: decideOwners, the one function that computes an object's final owner
 // set, and the users rule it applies (ownersOf: every user counts). Pure: no request.
 
-// ownersOf is the one rule that decides an object's owners from its users, in every mode: the
-// owners are the live ReplicaSets, and the live owners of the other users (revisions, Jobs,
+// ownerFacts is everything read and confirmed about one object that its owners depend on:
+// the plan fills in what the run read, the write adds what the live confirmation found.
+type ownerFacts struct {
+	// users are every user of the object in its namespace (the run's UserView).
+	users Users
+	// only, when set, limits the owners to that workload's ReplicaSets: a run scoped to it
+	// sees the object shared, and a live controller maintains the other users.
+	only *Workload
+	// forced is the target of an explicit object no template references (allowUnreferenced).
+	forced *Owner
+	// has are the object's owner references as read (only UIDs are compared).
+	has []metav1.OwnerReference
+	// live, once the owners were confirmed with a live read (confirm.go), holds the UIDs of
+	// those still there, with their controllers; nil: not confirmed (a view that is not stale,
+	// or the plan, before any confirmation).
+	live map[types.UID]bool
+}
+
+// ownerDecision is what decideOwners decides for one object.
+type ownerDecision struct {
+	// owning are the users that own it (for the credentials rule, which looks at how they use it).
+	owning []ReplicaSetUser
+	// want is every owner the object gets (those it has included).
+	want []Owner
+	// add are the owners to write: want, minus those it has, minus (once confirmed) those a
+	// live read no longer shows. Empty: nothing to send.
+	add []Owner
+	// blockers name the users that cannot own it: nothing may be written.
+	blockers []string
+}
+
+// decideOwners is the one function that decides an object's owners, in every mode, from
+// everything read and confirmed about it:
+//
+//	the users rule (ownersOf)         every live user's owner whose controller is live (or that has
+//	                                  none; owners being deleted never); the Jobs and Pods past
+//	                                  MaxUserOwners through their crowd anchor; blockers named
+//	a scoped run's shared object      only its workload's own ReplicaSets (f.only), no blockers
+//	an unreferenced listed object     the target too (f.forced)
+//	owners it has                     not added again (by UID)
+//	confirmed live (f.live)           only those a live read still shows
+//
+// The plan calls it with what the run read; the write calls it again, for a stale view, with
+// the live confirmation, and sends exactly its add.
+func decideOwners(f ownerFacts) ownerDecision {
+	var d ownerDecision
+	d.owning, d.blockers = ownersOf(f.users)
+	if f.only != nil {
+		d.owning, d.blockers = SharingOf(f.users, *f.only).Own, nil
+	}
+	d.want = make([]Owner, 0, len(d.owning)+1)
+	for _, o := range d.owning {
+		d.want = append(d.want, o.ReplicaSet)
+	}
+	if f.forced != nil && !containsOwner(d.want, f.forced.UID) {
+		d.want = append(d.want, *f.forced)
+	}
+	have := make(map[types.UID]bool, len(f.has))
+	for _, o := range f.has {
+		have[o.UID] = true
+	}
+	for _, o := range d.want {
+		if !have[o.UID] && (f.live == nil || f.live[o.UID]) {
+			d.add = append(d.add, o)
+		}
+	}
+	return d
+}
+
+// containsOwner reports whether owners hold the owner with this UID.
+func containsOwner(owners []Owner, uid types.UID) bool {
+	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
+}
+
+// ownersOf is the users rule, which decideOwners applies and the modes' questions share
+// (OwnersOf, SharingOf, Blockers, CrowdNeeded): the owners are the live ReplicaSets, and the live owners of the other users (revisions, Jobs,
 // Pods, anchors), whose controller is live (or that have none); the blockers are the users that
 // cannot own it, named for messages. More than MaxUserOwners Jobs and Pods own through their
 // crowd anchor instead (capMany).
@@ -204,21 +279,6 @@ func userName(o Owner) string {
 func Blockers(u Users) []string {
 	_, b := ownersOf(u)
 	return b
-}
-
-// withoutOwners drops the ReplicaSets that owners names already (by UID).
-func withoutOwners(rss []Owner, owners []metav1.OwnerReference) []Owner {
-	have := make(map[types.UID]bool, len(owners))
-	for _, o := range owners {
-		have[o.UID] = true
-	}
-	var out []Owner
-	for _, rs := range rss {
-		if !have[rs.UID] {
-			out = append(out, rs)
-		}
-	}
-	return out
 }
 
 // HasReplicaSetOwner tells whether any owner is an apps ReplicaSet: such an object is already

@@ -1,17 +1,47 @@
 package plugin
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The pure plan: the rule table of an explicit list (docs/step.md) and the rules every
 // candidate goes through, from what the run read. No request and no ctx here: each object's
 // owners come from decideOwners (owners.go).
+
+// check refuses a request no rule can serve: a target being deleted (an object it alone owned
+// would be collected with it), a run without the namespace's users, a list without a target.
+func (r Request) check() error {
+	if r.Users == nil && (r.ReadUsers == nil || r.Maintainers == nil) {
+		return fmt.Errorf("internal error: a run needs the namespace's users")
+	}
+	if r.Target != nil && !Live(r.Target) {
+		return &FailError{targetDeleting(r.Target.Name)}
+	}
+	if r.Target == nil && len(r.Objects) > 0 {
+		return fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
+	}
+	return nil
+}
+
+// historyOf is the workload's ReplicaSets (the target included), oldest first, and what each
+// template references: walked once, for the rule table and discovery.
+func historyOf(req Request) history {
+	rss := append([]*appsv1.ReplicaSet(nil), req.ReplicaSets...)
+	if req.Target != nil && !slices.ContainsFunc(rss, func(rs *appsv1.ReplicaSet) bool { return rs.UID == req.Target.UID }) {
+		rss = append(rss, req.Target)
+	}
+	SortReplicaSets(rss)
+	refs := make([]References, len(rss))
+	for i, rs := range rss {
+		refs[i] = TemplateReferences(&rs.Spec.Template.Spec)
+	}
+	return history{rss: rss, refs: refs}
+}
 
 // ruleTable applies the rule table to the explicit list:
 //
@@ -96,14 +126,13 @@ func anyRollback(skips []Skip) bool {
 //
 // An object that has no ReplicaSet owner yet, in a view that may be stale, has its new owners
 // confirmed live (with their controllers) before the write.
-func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLease) error {
+func planWrites(req Request, p *Plan, in reading) error {
+	req.Users = in.users // the view the run read (usersFor)
+	p.Handed = append(p.Handed, handedUnread(req, in.cands, in.leases)...)
 	optIn := req.Policy.optIn()
-	ns := req.Namespace
-	if ns == "" {
-		ns = req.Workload.Namespace
-	}
+	ns, leases := in.ns, in.leases
 	var refused []string
-	for _, c := range cands {
+	for _, c := range in.cands {
 		if c.dropped {
 			continue
 		}
@@ -112,7 +141,7 @@ func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLeas
 			continue
 		}
 		users := req.Users.UsersOf(c.Object)
-		owners, blockers := ownersOf(users)
+		f := ownerFacts{users: users, forced: c.forced, has: c.Owners}
 		if sh, shared := req.shared(users); shared {
 			// A run scoped to its workload keeps true only the workload's own ReplicaSets: the
 			// other users' later revisions are a live controller's to add, or nobody's.
@@ -133,43 +162,36 @@ func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLeas
 			if req.Workload.UID == "" {
 				continue // no workload of its own (audit -fix): the controller writes every owner
 			}
-			owners, blockers = sh.Own, nil
+			f.only = &req.Workload
 		}
-		if len(blockers) > 0 {
-			b := Blocked{Object: c.Object, Users: blockers}
+		d := decideOwners(f)
+		if len(d.blockers) > 0 {
+			b := Blocked{Object: c.Object, Users: d.blockers}
 			p.Blocked = append(p.Blocked, b)
 			if c.listed {
 				refused = append(refused, b.Message())
 			}
 			continue
 		}
-		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(owners) > 0 && credentialOnly(owners) {
+		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(d.owning) > 0 && credentialOnly(d.owning) {
 			var by []string
-			for _, o := range owners {
+			for _, o := range d.owning {
 				by = append(by, o.ReplicaSet.Name)
 			}
 			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipCredential, UsedBy: by, OptIn: optIn.String()})
 			continue
 		}
-		rss := make([]Owner, 0, len(owners)+1)
-		for _, o := range owners {
-			rss = append(rss, o.ReplicaSet)
-		}
-		if c.forced != nil && !containsOwner(rss, c.forced.UID) {
-			rss = append(rss, *c.forced)
-		}
-		if c.listed && !containsOwner(rss, req.Target.UID) {
+		if c.listed && !containsOwner(d.want, req.Target.UID) {
 			refused = append(refused, targetCannotOwn(req.Target.Name, c.Object))
 			continue
 		}
-		missing := withoutOwners(rss, c.Owners)
-		if len(missing) == 0 {
-			if !c.listed && len(rss) > 0 {
+		if len(d.add) == 0 {
+			if !c.listed && len(d.want) > 0 {
 				p.Owned++
 			}
 			continue
 		}
-		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: missing, Listed: c.listed,
+		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: d.add, Listed: c.listed, facts: f,
 			verify: req.Users.Stale() && !c.ReplicaSetOwned && !HasReplicaSetOwner(c.Owners), recheck: c.recheck})
 	}
 	sortWrites(p.Writes)
@@ -212,10 +234,7 @@ func handedUnread(req Request, cands []candidate, leases []ControllerLease) []Ha
 			return nil
 		}
 	}
-	ns := req.Namespace
-	if ns == "" {
-		ns = req.Workload.Namespace
-	}
+	ns := req.namespace()
 	var out []Handover
 	for _, c := range cands {
 		if c.dropped || (own == nil && !v.covered[c.Object]) {
@@ -235,9 +254,4 @@ func sortWrites(ws []Write) {
 		}
 		return CompareObjects(ws[i].Object, ws[j].Object) < 0
 	})
-}
-
-// containsOwner reports whether owners hold the ReplicaSet with this UID.
-func containsOwner(owners []Owner, uid types.UID) bool {
-	return slices.ContainsFunc(owners, func(o Owner) bool { return o.UID == uid })
 }

@@ -78,6 +78,59 @@ func (r *labelRule) check(o Object, l map[string]string) string {
 	return lateCredentialRefusal(o, r.optIn)
 }
 
+// labelsNeeded reports whether a listed object's labels decide anything: with the policy on,
+// every object's; otherwise those of an object the target uses only as a credential.
+func labelsNeeded(req Request, creds References, o Object) bool {
+	return req.Policy.RequireOptIn || creds.Has(o)
+}
+
+// applyLabelRules applies the opt-in policy and the credentials rule to the explicit list, from
+// the labels readLabels read (nil: the object does not exist yet, and carries the rule to its
+// write: labelRule). Pure: a credential not opted in is skipped (dropped: no later read looks
+// at it), an object outside the policy fails the run.
+func applyLabelRules(req Request, p *Plan, cands []candidate, metas map[Object]*objectMeta) error {
+	if len(p.Listed) == 0 {
+		return nil
+	}
+	ns := req.Workload.Namespace
+	optIn := req.Policy.optIn()
+	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
+	var unlabelled []Object
+	var keep []Object
+	for i := range cands {
+		c := &cands[i]
+		o := c.Object
+		if !labelsNeeded(req, creds, o) {
+			keep = append(keep, o)
+			continue
+		}
+		m := metas[o]
+		if m == nil { // absent: checked when it appears (the write's grace)
+			c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
+			keep = append(keep, o)
+			continue
+		}
+		c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+		if optIn.Matches(labels.Set(m.Labels)) {
+			keep = append(keep, o)
+			continue
+		}
+		if req.Policy.RequireOptIn {
+			unlabelled = append(unlabelled, o)
+			continue
+		}
+		// A credential (image pull secret, a volume's secretRef) is shared by nature: the list
+		// does not make it a dependent unless its owner opted it in.
+		p.Skipped = append(p.Skipped, Skip{Object: o, Reason: SkipCredential, UsedBy: []string{req.Target.Name}, OptIn: optIn.String()})
+		c.dropped = true
+	}
+	if len(unlabelled) > 0 {
+		return &FailError{optInRefusal(unlabelled, optIn, ns)}
+	}
+	p.Listed = keep
+	return nil
+}
+
 func kindsOf(objs []Object) []Kind {
 	var cm, sec bool
 	for _, o := range objs {

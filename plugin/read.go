@@ -58,73 +58,70 @@ func (a *Attacher) ReadOwnReplicaSets(ctx context.Context, w Workload) ([]*appsv
 	return out, nil
 }
 
-// checkLabels applies the opt-in policy and the credentials rule to the explicit list. It
-// reads labels only when a rule needs them: with the policy on, one metadata list per kind;
-// otherwise one metadata GET per object the target uses only as a credential. An object that
-// does not exist yet carries the rule to its write (labelRule).
-func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands []candidate) error {
-	if len(p.Listed) == 0 {
-		return nil
+// read is the run's reads, in order, after the rule table chose the explicit list's candidates:
+// the labels the label rules need (and those rules, which decide which candidates the later
+// reads see), discovery, the caller's candidates, then the namespace's users and the
+// controllers' Leases (usersFor). Nothing is decided here that the plan decides.
+func (a *Attacher) read(ctx context.Context, req Request, hist history, p *Plan, cands []candidate) (reading, error) {
+	in := reading{ns: req.namespace()}
+	metas, err := a.readLabels(ctx, req, p.Listed, cands)
+	if err != nil {
+		return in, err
+	}
+	if err := applyLabelRules(req, p, cands, metas); err != nil {
+		return in, err
+	}
+	if req.Discover != nil {
+		found, err := a.discover(ctx, req, hist.rss, hist.refs, cands)
+		if err != nil {
+			return in, err
+		}
+		cands = append(cands, found...)
+	}
+	for _, c := range req.Candidates {
+		cands = append(cands, candidate{Candidate: c, labelsKnown: true})
+	}
+	users, leases, warnings, err := a.usersFor(ctx, in.ns, req, cands)
+	if err != nil {
+		return in, err
+	}
+	in.cands, in.users, in.leases, in.warnings = cands, users, leases, warnings
+	return in, nil
+}
+
+// readLabels reads the metadata the label rules (applyLabelRules) need of the explicit list,
+// and only that: with the policy on, one metadata list per kind, then a GET of each listed
+// object the list did not return; without it, one GET per object the target uses only as a
+// credential. An object that does not exist is read as nil.
+func (a *Attacher) readLabels(ctx context.Context, req Request, listed []Object, cands []candidate) (map[Object]*objectMeta, error) {
+	metas := map[Object]*objectMeta{}
+	if len(listed) == 0 {
+		return metas, nil
 	}
 	ns := req.Workload.Namespace
-	optIn := req.Policy.optIn()
-	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
-	metas := map[Object]objectMeta{}
 	if req.Policy.RequireOptIn {
-		for _, k := range kindsOf(p.Listed) {
-			m, err := a.listMeta(ctx, ns, k, optIn)
+		for _, k := range kindsOf(listed) {
+			m, err := a.listMeta(ctx, ns, k, req.Policy.optIn())
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for name, meta := range m {
-				metas[Object{k, name}] = meta
+				metas[Object{k, name}] = &meta
 			}
 		}
 	}
-	var unlabelled []Object
-	var keep []Object
-	for i := range cands {
-		c := &cands[i]
-		o := c.Object
-		need := req.Policy.RequireOptIn || creds.Has(o)
-		if !need {
-			keep = append(keep, o)
+	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
+	for _, c := range cands {
+		if _, read := metas[c.Object]; read || !labelsNeeded(req, creds, c.Object) {
 			continue
 		}
-		m, ok := metas[o]
-		if !ok {
-			got, err := a.getMeta(ctx, ns, o)
-			if err != nil {
-				return err
-			}
-			if got == nil { // absent: checked when it appears (the write's grace)
-				c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
-				keep = append(keep, o)
-				continue
-			}
-			m, ok = *got, true
+		m, err := a.getMeta(ctx, ns, c.Object)
+		if err != nil {
+			return nil, err
 		}
-		if ok {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-		}
-		if ok && optIn.Matches(labels.Set(m.Labels)) {
-			keep = append(keep, o)
-			continue
-		}
-		if req.Policy.RequireOptIn {
-			unlabelled = append(unlabelled, o)
-			continue
-		}
-		// A credential (image pull secret, a volume's secretRef) is shared by nature: the list
-		// does not make it a dependent unless its owner opted it in.
-		p.Skipped = append(p.Skipped, Skip{Object: o, Reason: SkipCredential, UsedBy: []string{req.Target.Name}, OptIn: optIn.String()})
-		c.dropped = true
+		metas[c.Object] = m
 	}
-	if len(unlabelled) > 0 {
-		return &FailError{optInRefusal(unlabelled, optIn, ns)}
-	}
-	p.Listed = keep
-	return nil
+	return metas, nil
 }
 
 // discover finds the objects matching the discovery selector (and, with the policy on, the

@@ -3,11 +3,13 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -85,20 +87,15 @@ func (a *Attacher) pages(ctx context.Context, opts metav1.ListOptions, reset fun
 	}
 }
 
-// patch is the write of every mode: one add-only patch that makes each live ReplicaSet in rss
-// an owner of o (uid, when set, is o's UID as a precondition). ReplicaSets being deleted are
-// dropped; nothing to add is no request.
-func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, rss []Owner) error {
-	var live []Owner
-	for _, rs := range rss {
-		if !rs.Deleting {
-			live = append(live, rs)
-		}
+// patch is the write of every mode: one add-only patch that makes each of owners an owner of
+// o (uid, when set, is o's UID as a precondition). It sends exactly what it is given: which
+// owners is decideOwners' decision. An empty list is refused rather than sent (an empty
+// ownerReferences list in a patch is no addition).
+func (a *Attacher) patch(ctx context.Context, ns string, o Object, uid types.UID, owners []Owner) error {
+	if len(owners) == 0 {
+		return fmt.Errorf("internal error: a patch of %s with no owner to add", o)
 	}
-	if len(live) == 0 {
-		return nil
-	}
-	body := ownerPatchFor(uid, live)
+	body := ownerPatchFor(uid, owners)
 	return a.call(ctx, func(ctx context.Context) error {
 		_, err := a.Meta.Resource(o.Kind.Resource()).Namespace(ns).Patch(ctx, o.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
 		if err != nil && isTransient(err) {
@@ -144,4 +141,13 @@ func ownerPatchFor(uid types.UID, rss []Owner) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"metadata": meta}) // cannot fail: fixed types
 	return b
+}
+
+// createEvent writes one Event, with its own deadline: an event is best-effort and must not
+// outlive the run that records it by more than that.
+func createEvent(kube Kube, ev *corev1.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	_, err := kube.CreateEvent(ctx, ev)
+	return err
 }

@@ -75,6 +75,14 @@ func (m *Maintainers) now() time.Time {
 	return m.Now()
 }
 
+// namespace is the namespace of every object of the run.
+func (r Request) namespace() string {
+	if r.Namespace == "" {
+		return r.Workload.Namespace
+	}
+	return r.Namespace
+}
+
 // listName is what the explicit list is called in messages.
 func (r Request) listName() string {
 	if r.Source == "" {
@@ -127,6 +135,9 @@ type Write struct {
 	// recheck, when set, is a rule the object had no labels to be checked against (it did not
 	// exist): one that appears during the grace is read and checked before it is patched.
 	recheck *labelRule
+	// facts are what decided Owners (decideOwners), for the write to decide again with the
+	// live confirmation (verify) and the dry run with the object as read.
+	facts ownerFacts
 }
 
 // Names lists the owners' names.
@@ -294,4 +305,22 @@ func (o Owner) String() string {
 // OwnerOf is a ReplicaSet's identity as an owner.
 func OwnerOf(rs *appsv1.ReplicaSet) Owner {
 	return Owner{Name: rs.Name, UID: rs.UID, Deleting: rs.DeletionTimestamp != nil, Controller: metav1.GetControllerOfNoCopy(rs)}
+}
+
+// history is the run's workload's ReplicaSets, oldest first, and the references of each
+// template (refs[i] is rss[i]'s).
+type history struct {
+	rss  []*appsv1.ReplicaSet
+	refs []References
+}
+
+// reading is what a run read (read.go) for its plan (plan.go): the candidates with the metadata
+// read of them, the namespace's users as the rules see them, the controllers' Leases, and the
+// warnings of reads done without.
+type reading struct {
+	ns       string
+	cands    []candidate
+	users    UserView
+	leases   []ControllerLease
+	warnings []string
 }
