@@ -396,3 +396,7 @@ func writtenBefore(added []Write) string {
 	}
 	return fmt.Sprintf(" (written before the failure, and correct: %s)", writesString(added))
 }
+
+// Message is the refusal, e.g. "ConfigMap web-config-7f9c2 is also used by StatefulSet cache;
+// configmap-attacher only manages config used by ReplicaSets alone".
+func (b Blocked) Message() string { return blockedMessage(b) }

@@ -11,38 +11,13 @@ import (
 )
 
 // Who owns an object: decideOwners, the one function that computes an object's final owner
-// set, and the users rule it applies (ownersOf: every user counts). Pure: no request.
-
-// ownerFacts is everything read and confirmed about one object that its owners depend on:
-// the plan fills in what the run read, the write adds what the live confirmation found.
-type ownerFacts struct {
-	// users are every user of the object in its namespace (the run's UserView).
-	users Users
-	// only, when set, limits the owners to that workload's ReplicaSets: a run scoped to it
-	// sees the object shared, and a live controller maintains the other users.
-	only *Workload
-	// forced is the target of an explicit object no template references (allowUnreferenced).
-	forced *Owner
-	// has are the object's owner references as read (only UIDs are compared).
-	has []metav1.OwnerReference
-	// live, once the owners were confirmed with a live read (confirm.go), holds the UIDs of
-	// those still there, with their controllers; nil: not confirmed (a view that is not stale,
-	// or the plan, before any confirmation).
-	live map[types.UID]bool
-}
-
-// ownerDecision is what decideOwners decides for one object.
-type ownerDecision struct {
-	// owning are the users that own it (for the credentials rule, which looks at how they use it).
-	owning []ReplicaSetUser
-	// want is every owner the object gets (those it has included).
-	want []Owner
-	// add are the owners to write: want, minus those it has, minus (once confirmed) those a
-	// live read no longer shows. Empty: nothing to send.
-	add []Owner
-	// blockers name the users that cannot own it: nothing may be written.
-	blockers []string
-}
+// set, and the users rule it applies (ownersOf: every user counts). Before an object gets an
+// owner, every user of it in the namespace is known: every live ReplicaSet whose template
+// references it becomes an owner, whatever controls it, unless its controller is gone (the
+// garbage collector deletes such a ReplicaSet, and an object it alone owned with it); a pod
+// template that cannot own it (a StatefulSet, DaemonSet, Job, CronJob or a Pod no ReplicaSet
+// controls, or a ReplicaSet whose controller's existence cannot be confirmed) blocks its
+// adoption. Pure: no request.
 
 // decideOwners is the one function that decides an object's owners, in every mode, from
 // everything read and confirmed about it:

@@ -8,17 +8,6 @@ import (
 // The administrator's policy and the labels it reads: the opt-in selector, positivity, and
 // the credentials rule.
 
-// Policy is the administrator's rule on what may be written.
-type Policy struct {
-	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
-	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
-	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
-	// garbage collector delete it later (a confused deputy).
-	RequireOptIn bool
-	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
-	OptIn labels.Selector
-}
-
 func (p Policy) optIn() labels.Selector {
 	if !Positive(p.OptIn) {
 		return OptInSelector()
@@ -57,15 +46,6 @@ func Positive(sel labels.Selector) bool {
 
 // NotPositive is the message for a selector Positive refuses.
 const NotPositive = "selects every object without a given label (or everything): give a label objects must carry, such as " + OptInLabel + "=true"
-
-// labelRule is a rule on the labels of a listed object, for one that did not exist when the
-// labels were checked and appears during the grace: it is read and checked before its patch.
-type labelRule struct {
-	optIn        labels.Selector
-	requireOptIn bool // the administrator's policy
-	credential   bool // the target uses it only as a credential
-	ns           string
-}
 
 // check returns the refusal for an object with these labels ("" when it may be attached).
 func (r *labelRule) check(o Object, l map[string]string) string {

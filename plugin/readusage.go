@@ -34,10 +34,6 @@ import (
 // deadline gets a transient error, which the Rollouts controller retries.
 var usageReads = make(chan struct{}, 2)
 
-// PageSize is the page of every namespace-wide list (limit, then continue): the memory a read
-// holds is one page of full objects, whatever the namespace's size.
-const PageSize = 500
-
 // podName is a Pod whose spec may have to be read.
 type podName struct {
 	name string

@@ -151,3 +151,7 @@ func createEvent(kube Kube, ev *corev1.Event) error {
 	_, err := kube.CreateEvent(ctx, ev)
 	return err
 }
+
+// PageSize is the page of every namespace-wide list (limit, then continue): the memory a read
+// holds is one page of full objects, whatever the namespace's size.
+const PageSize = 500

@@ -190,10 +190,6 @@ type Blocked struct {
 	Workload     string
 }
 
-// Message is the refusal, e.g. "ConfigMap web-config-7f9c2 is also used by StatefulSet cache;
-// configmap-attacher only manages config used by ReplicaSets alone".
-func (b Blocked) Message() string { return blockedMessage(b) }
-
 // Result is what Reconcile did (in a dry run: would do).
 type Result struct {
 	Plan
@@ -323,4 +319,125 @@ type reading struct {
 	users    UserView
 	leases   []ControllerLease
 	warnings []string
+}
+
+// ownerFacts is everything read and confirmed about one object that its owners depend on:
+// the plan fills in what the run read, the write adds what the live confirmation found.
+type ownerFacts struct {
+	// users are every user of the object in its namespace (the run's UserView).
+	users Users
+	// only, when set, limits the owners to that workload's ReplicaSets: a run scoped to it
+	// sees the object shared, and a live controller maintains the other users.
+	only *Workload
+	// forced is the target of an explicit object no template references (allowUnreferenced).
+	forced *Owner
+	// has are the object's owner references as read (only UIDs are compared).
+	has []metav1.OwnerReference
+	// live, once the owners were confirmed with a live read (confirm.go), holds the UIDs of
+	// those still there, with their controllers; nil: not confirmed (a view that is not stale,
+	// or the plan, before any confirmation).
+	live map[types.UID]bool
+}
+
+// ownerDecision is what decideOwners decides for one object.
+type ownerDecision struct {
+	// owning are the users that own it (for the credentials rule, which looks at how they use it).
+	owning []ReplicaSetUser
+	// want is every owner the object gets (those it has included).
+	want []Owner
+	// add are the owners to write: want, minus those it has, minus (once confirmed) those a
+	// live read no longer shows. Empty: nothing to send.
+	add []Owner
+	// blockers name the users that cannot own it: nothing may be written.
+	blockers []string
+}
+
+// Policy is the administrator's rule on what may be written.
+type Policy struct {
+	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
+	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
+	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
+	// garbage collector delete it later (a confused deputy).
+	RequireOptIn bool
+	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
+	OptIn labels.Selector
+}
+
+// labelRule is a rule on the labels of a listed object, for one that did not exist when the
+// labels were checked and appears during the grace: it is read and checked before its patch.
+type labelRule struct {
+	optIn        labels.Selector
+	requireOptIn bool // the administrator's policy
+	credential   bool // the target uses it only as a credential
+	ns           string
+}
+
+// ControllerState is what is known of a ReplicaSet's controller.
+type ControllerState int
+
+const (
+	// ControllerNone: the ReplicaSet has no controller (created by hand, or orphaned with
+	// --cascade=orphan). It runs its pods for as long as it exists, so it can own.
+	ControllerNone ControllerState = iota
+	// ControllerLive: the controller exists with the UID the reference names and is not
+	// being deleted.
+	ControllerLive
+	// ControllerGone: the controller is absent, has another UID (deleted and re-created) or
+	// is being deleted. The garbage collector deletes the ReplicaSet: it never becomes an
+	// owner, and it does not keep an object alive.
+	ControllerGone
+	// ControllerUnknown: a kind whose existence configmap-attacher does not check. Such a
+	// ReplicaSet blocks adoption: an owner reference to it could be a reference to the dead.
+	ControllerUnknown
+)
+
+// ReplicaSetUser is a ReplicaSet whose pod template references the object.
+type ReplicaSetUser struct {
+	ReplicaSet Owner
+	Controller ControllerState
+	// CredentialOnly: the template uses the object only as a credential (CredentialOnly).
+	CredentialOnly bool
+}
+
+// OtherUser is a pod template that references the object and cannot own it, e.g.
+// "StatefulSet cache".
+type OtherUser struct {
+	Kind, Name string
+}
+
+func (u OtherUser) String() string { return u.Kind + " " + u.Name }
+
+// OwnerUser is a user that owns through an object other than a ReplicaSet (every user owns,
+// in the controller mode): a StatefulSet's or DaemonSet's ControllerRevision, a Job, a Pod no
+// controller owns, or the anchor of a workload's current template (anchor.go).
+type OwnerUser struct {
+	Owner      Owner
+	Controller ControllerState
+}
+
+// Users are every user of one object in its namespace: the ReplicaSets that use it, the other
+// users that own through an object a view maintains (Owners: only the controller's view,
+// which keeps them current), and the users that cannot own it (Others: they block).
+type Users struct {
+	ReplicaSets []ReplicaSetUser
+	Owners      []OwnerUser
+	Others      []OtherUser
+	// Crowd is the object's crowd anchor (CrowdAnchor) when it exists: the owner that stands
+	// for its Jobs and bare Pods once they are more than MaxUserOwners.
+	Crowd *Owner
+	// Owned are the UIDs of the object's owner references as the view knows them (the
+	// controller's cache and the references it has just written): the references of Jobs that
+	// are gone, which the garbage collector has not removed yet, take room too (capMany).
+	// Nil: a view in which no Job or Pod owns.
+	Owned []types.UID
+}
+
+// UserView answers who uses an object in one namespace: a NamespaceUsage read for the run
+// (the step, the Job, audit) or the controller's caches.
+type UserView interface {
+	UsersOf(o Object) Users
+	// Stale reports whether the view may lag the apiserver (caches, a snapshot written to
+	// later): a ReplicaSet that would become an object's first ReplicaSet owner is then
+	// confirmed live, with its controller, before the write.
+	Stale() bool
 }

@@ -13,82 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Who uses an object: the rule "every user counts". Before an object gets an owner, every
-// user of it in the namespace is known: every live ReplicaSet whose template references it
-// becomes an owner, whatever controls it, unless its controller is gone (the garbage
-// collector deletes such a ReplicaSet, and an object it alone owned with it); a pod template
-// that cannot own it (a StatefulSet, DaemonSet, Job, CronJob or a Pod no ReplicaSet controls,
-// or a ReplicaSet whose controller's existence cannot be confirmed) blocks its adoption.
-
-// ControllerState is what is known of a ReplicaSet's controller.
-type ControllerState int
-
-const (
-	// ControllerNone: the ReplicaSet has no controller (created by hand, or orphaned with
-	// --cascade=orphan). It runs its pods for as long as it exists, so it can own.
-	ControllerNone ControllerState = iota
-	// ControllerLive: the controller exists with the UID the reference names and is not
-	// being deleted.
-	ControllerLive
-	// ControllerGone: the controller is absent, has another UID (deleted and re-created) or
-	// is being deleted. The garbage collector deletes the ReplicaSet: it never becomes an
-	// owner, and it does not keep an object alive.
-	ControllerGone
-	// ControllerUnknown: a kind whose existence configmap-attacher does not check. Such a
-	// ReplicaSet blocks adoption: an owner reference to it could be a reference to the dead.
-	ControllerUnknown
-)
-
-// ReplicaSetUser is a ReplicaSet whose pod template references the object.
-type ReplicaSetUser struct {
-	ReplicaSet Owner
-	Controller ControllerState
-	// CredentialOnly: the template uses the object only as a credential (CredentialOnly).
-	CredentialOnly bool
-}
-
-// OtherUser is a pod template that references the object and cannot own it, e.g.
-// "StatefulSet cache".
-type OtherUser struct {
-	Kind, Name string
-}
-
-func (u OtherUser) String() string { return u.Kind + " " + u.Name }
-
-// OwnerUser is a user that owns through an object other than a ReplicaSet (every user owns,
-// in the controller mode): a StatefulSet's or DaemonSet's ControllerRevision, a Job, a Pod no
-// controller owns, or the anchor of a workload's current template (anchor.go).
-type OwnerUser struct {
-	Owner      Owner
-	Controller ControllerState
-}
-
-// Users are every user of one object in its namespace: the ReplicaSets that use it, the other
-// users that own through an object a view maintains (Owners: only the controller's view,
-// which keeps them current), and the users that cannot own it (Others: they block).
-type Users struct {
-	ReplicaSets []ReplicaSetUser
-	Owners      []OwnerUser
-	Others      []OtherUser
-	// Crowd is the object's crowd anchor (CrowdAnchor) when it exists: the owner that stands
-	// for its Jobs and bare Pods once they are more than MaxUserOwners.
-	Crowd *Owner
-	// Owned are the UIDs of the object's owner references as the view knows them (the
-	// controller's cache and the references it has just written): the references of Jobs that
-	// are gone, which the garbage collector has not removed yet, take room too (capMany).
-	// Nil: a view in which no Job or Pod owns.
-	Owned []types.UID
-}
-
-// UserView answers who uses an object in one namespace: a NamespaceUsage read for the run
-// (the step, the Job, audit) or the controller's caches.
-type UserView interface {
-	UsersOf(o Object) Users
-	// Stale reports whether the view may lag the apiserver (caches, a snapshot written to
-	// later): a ReplicaSet that would become an object's first ReplicaSet owner is then
-	// confirmed live, with its controller, before the write.
-	Stale() bool
-}
+// The views of who uses an object in a namespace (UserView): NamespaceUsage, read for a run
+// (readusage.go) or assembled from lists a caller made (NewUsage), and the views a run scoped to
+// its workload sees (ownView, maintainedView); which controllers' existence is checked, and how
+// a ReplicaSet's controller is judged (controllerState). The rule these views feed, "every user
+// counts", is ownersOf in owners.go.
 
 // controllerKind is a controller kind whose existence is checked: its API resource.
 type controllerKind struct {
