@@ -1,8 +1,6 @@
 package plugin
 
-import (
-	"context"
-)
+import "context"
 
 // The top: Reconcile, which runs the layers in order. Reading down from here: read.go (what
 // the run reads), plan.go (the pure plan) and owners.go (decideOwners), write.go (per object:

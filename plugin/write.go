@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The write: one add-only patch per object, its checks, and its outcome.
+// The write, below the plan: per object, the live confirmation of a stale view's owners
+// (confirm.go), the final owners (decideOwners), one add-only patch (send.go), the wait for a
+// listed object not created yet; the dry run; and the outcome.
 
 // dryRun reads the listed objects' metadata and reports exactly which owner references a run
 // would add. Discovery's additions come from its list already.
