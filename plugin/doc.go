@@ -1,36 +1,42 @@
 // Package plugin is the core of the configmap-attacher plugin, which every mode shares: the
 // ownership rules and their one write entry point. Every mode is a sibling package over it
 // (plugin/step, plugin/job, plugin/controller, plugin/audit; plugin/cmd parses their flags):
-// the modes find candidates, wait and report; the core decides which ReplicaSets become owners
-// of which ConfigMaps and Secrets, under one policy, and writes that as add-only merge patches
-// through one entry point, Attacher.Reconcile.
+// the modes find candidates, wait and report; the core decides which users' owners (ReplicaSets,
+// revisions, Jobs, Pods, anchors) become owners of which ConfigMaps and Secrets, under one
+// policy, and writes that as add-only merge patches through one entry point,
+// Attacher.Reconcile.
 //
-// Each file holds one kind of thing, so its name says where to look:
-//   - core.go: Reconcile, the one write entry point, and what it takes and returns (Request,
-//     Plan, Write, Result).
-//   - rules.go: which objects a run considers and what each gets: the rule table of an
-//     explicit list, discovery, and planWrites, the rules every candidate goes through.
-//   - users.go: who uses an object in its namespace (every user counts: NamespaceUsage,
-//     UserView); refs.go: which objects a pod template uses (kubelet.go: the kubelet's
-//     walkers, copied so the step does not link k8s.io/kubernetes).
-//   - policy.go: the opt-in label and selector, positivity, the credentials rule.
-//   - maintainers.go: who keeps the owners of config shared beyond one workload current: the
-//     marks the controller writes on its leader Lease, and MaintainedBy, the pure decision a
-//     run scoped to its workload (the step, the Job, audit) takes from the Leases it read.
-//   - ownership.go: the pure ownership rules: the patch body, missing owners, which
-//     ReplicaSets may own, the gaps audit reports.
-//   - workload.go: a workload and its ReplicaSets: selector, controller, spec.workloadRef,
-//     the target by pod-template hash, history order (argo-rollouts' FindNewReplicaSet is
-//     package newrs's: it links k8s.io/kubernetes).
-//   - kube.go: Kube, the core's typed requests, over three REST clients (the step links no
-//     typed clientset; package clientset serves Kube from one).
-//   - api.go: the only file that sends requests: the Attacher, every list, get and patch, and
-//     call, the deadline-and-retry wrapper each of them goes through.
-//   - write.go: the write of a plan: one patch per object, its checks and its outcome.
-//   - messages.go: every message the core reports (attached, skipped, refused, and the fix);
-//     errors.go: permanent against transient errors.
-//   - config.go: the step config (and the Job's flags) as one Config; client.go: building
-//     the clients; events.go: Events on the Rollout.
+// One function decides an object's owners: decideOwners (owners.go), from everything the run
+// read and confirmed of it (ownerFacts). The plan calls it for every candidate; the write calls
+// it again once a stale view's owners are confirmed live. The senders send exactly what they
+// are given: patch (send.go), the one write, through call, the one deadline-and-retry wrapper
+// every request goes through (pages for the paged lists, Call for the modes).
+//
+// The layers, in reading order, each file named for its layer:
+//   - reconcile.go: Reconcile, on top: it runs the layers below in order.
+//   - read.go: the run's reads (read: the labels the label rules need, discovery, the Leases,
+//     the namespace's users), metadata only; readusage.go: ReadUsage, the namespace's users
+//     in pages, by the formula (formula.go names its requests).
+//   - plan.go: the pure plan, no request and no ctx: the rule table of an explicit list
+//     (ruleTable) and the rules every candidate goes through (planWrites); owners.go:
+//     decideOwners and the users rule it applies (ownersOf: every user counts); policy.go:
+//     the opt-in policy and the credentials rule (applyLabelRules).
+//   - confirm.go: the live confirmation of a stale view's new owners (confirmOwners): facts
+//     only, no decision.
+//   - write.go: per object, concurrently: the confirmation, the final owners, the patch, the
+//     wait for a listed object not created yet; the dry run; the outcome and its verdict.
+//   - send.go: the senders: call, pages, patch (and the body it sends, ownerPatchFor),
+//     createEvent.
+//
+// Beside them: types.go, the types every layer shares (Request, Plan, Write, Result, Skip,
+// Blocked, Handover, Owner, Users); attacher.go, the Attacher and its defaults; users.go, the
+// views of who uses what (NamespaceUsage, and the controller's UserView); refs.go and kubelet.go,
+// which objects a pod template uses; workload.go, a workload and its ReplicaSets;
+// maintainers.go, the controller's Lease marks and MaintainedBy; anchor.go, the anchors;
+// gaps.go, audit's and the controller's gap counts; kube.go, Kube, the core's typed requests
+// over three REST clients (the step links no typed clientset); messages.go and errors.go,
+// every message and permanent against transient errors; config.go, client.go, events.go: the
+// step config, the clients, Events on the Rollout.
 //
 // The package never parses flags, prints usage or renders reports, imports no go-plugin or
 // Argo Rollouts RPC type, and never reads, logs or changes object data, labels or

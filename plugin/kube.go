@@ -38,7 +38,7 @@ type Kube interface {
 	ListCronJobs(ctx context.Context, ns string, opts metav1.ListOptions) (*batchv1.CronJobList, error)
 	ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error)
 	// ListControllerRevisions lists StatefulSets' and DaemonSets' revisions: their pod
-	// templates stand for the Pods that carry them (reads.go).
+	// templates stand for the Pods that carry them (readusage.go).
 	ListControllerRevisions(ctx context.Context, ns string, opts metav1.ListOptions) (*appsv1.ControllerRevisionList, error)
 	CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
 	// GetLease reads a controller's leader Lease (does a live controller maintain shared

@@ -15,7 +15,7 @@ import (
 // An object that other users share needs someone who sees their later revisions too: the
 // controller mode, when it is live and maintains that object. The controller says so on its
 // leader Lease (the label and annotations below, written by the holder on every renewal); the
-// step and the Job read the Lease(s) named by -controller-lease (api.go readLeases) and decide
+// step and the Job read the Lease(s) named by -controller-lease (read.go readLeases) and decide
 // here, purely.
 
 // The controller's marks on its leader Lease.

@@ -297,22 +297,6 @@ func optInLabel(sel labels.Selector) (string, string) {
 	return OptInLabel, "true"
 }
 
-func (a *Attacher) readError(err error, verb string, k Kind, ns string) error {
-	res := k.Resource().Resource
-	if isForbidden(err) {
-		return &FailError{fmt.Sprintf("forbidden to %s %s in namespace %s (%s): grant %s on %s, see %s", verb, res, ns, apiMessage(err), verb, res, a.rbacHint())}
-	}
-	return fmt.Errorf("%s %s in namespace %s: %w", verb, res, ns, err)
-}
-
-func (a *Attacher) usageError(err error, resource, ns string) error {
-	if isForbidden(err) {
-		return &FailError{fmt.Sprintf("forbidden to list %s in namespace %s (%s): configmap-attacher adds an owner only when it knows every user of the object in the namespace; grant list on %s, see %s",
-			resource, ns, apiMessage(err), resource, a.rbacHint())}
-	}
-	return fmt.Errorf("listing %s in namespace %s (to find every user of the objects): %w", resource, ns, err)
-}
-
 func joinObjects(objs []Object) string {
 	s := make([]string, len(objs))
 	for i, o := range objs {
@@ -412,3 +396,7 @@ func writtenBefore(added []Write) string {
 	}
 	return fmt.Sprintf(" (written before the failure, and correct: %s)", writesString(added))
 }
+
+// Message is the refusal, e.g. "ConfigMap web-config-7f9c2 is also used by StatefulSet cache;
+// configmap-attacher only manages config used by ReplicaSets alone".
+func (b Blocked) Message() string { return blockedMessage(b) }

@@ -1,25 +1,12 @@
 package plugin
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
 
 // The administrator's policy and the labels it reads: the opt-in selector, positivity, and
 // the credentials rule.
-
-// Policy is the administrator's rule on what may be written.
-type Policy struct {
-	// RequireOptIn: every object that gets an owner reference must match OptIn. The step writes
-	// with the Rollouts controller's privileges, so without it anyone who may edit a Rollout can
-	// make any ConfigMap or Secret of the namespace a dependent of a ReplicaSet and have the
-	// garbage collector delete it later (a confused deputy).
-	RequireOptIn bool
-	// OptIn is the opt-in selector (nil: configmap-attacher/revisioned=true).
-	OptIn labels.Selector
-}
 
 func (p Policy) optIn() labels.Selector {
 	if !Positive(p.OptIn) {
@@ -60,15 +47,6 @@ func Positive(sel labels.Selector) bool {
 // NotPositive is the message for a selector Positive refuses.
 const NotPositive = "selects every object without a given label (or everything): give a label objects must carry, such as " + OptInLabel + "=true"
 
-// labelRule is a rule on the labels of a listed object, for one that did not exist when the
-// labels were checked and appears during the grace: it is read and checked before its patch.
-type labelRule struct {
-	optIn        labels.Selector
-	requireOptIn bool // the administrator's policy
-	credential   bool // the target uses it only as a credential
-	ns           string
-}
-
 // check returns the refusal for an object with these labels ("" when it may be attached).
 func (r *labelRule) check(o Object, l map[string]string) string {
 	if r == nil || r.optIn.Matches(labels.Set(l)) {
@@ -80,56 +58,40 @@ func (r *labelRule) check(o Object, l map[string]string) string {
 	return lateCredentialRefusal(o, r.optIn)
 }
 
-// checkLabels applies the opt-in policy and the credentials rule to the explicit list. It
-// reads labels only when a rule needs them: with the policy on, one metadata list per kind;
-// otherwise one metadata GET per object the target uses only as a credential. An object that
-// does not exist yet carries the rule to its write (labelRule).
-func (a *Attacher) checkLabels(ctx context.Context, req Request, p *Plan, cands []candidate) error {
+// labelsNeeded reports whether a listed object's labels decide anything: with the policy on,
+// every object's; otherwise those of an object the target uses only as a credential.
+func labelsNeeded(req Request, creds References, o Object) bool {
+	return req.Policy.RequireOptIn || creds.Has(o)
+}
+
+// applyLabelRules applies the opt-in policy and the credentials rule to the explicit list, from
+// the labels readLabels read (nil: the object does not exist yet, and carries the rule to its
+// write: labelRule). Pure: a credential not opted in is skipped (dropped: no later read looks
+// at it), an object outside the policy fails the run.
+func applyLabelRules(req Request, p *Plan, cands []candidate, metas map[Object]*objectMeta) error {
 	if len(p.Listed) == 0 {
 		return nil
 	}
 	ns := req.Workload.Namespace
 	optIn := req.Policy.optIn()
 	creds := CredentialOnly(&req.Target.Spec.Template.Spec)
-	metas := map[Object]objectMeta{}
-	if req.Policy.RequireOptIn {
-		for _, k := range kindsOf(p.Listed) {
-			m, err := a.listMeta(ctx, ns, k, optIn)
-			if err != nil {
-				return err
-			}
-			for name, meta := range m {
-				metas[Object{k, name}] = meta
-			}
-		}
-	}
 	var unlabelled []Object
 	var keep []Object
 	for i := range cands {
 		c := &cands[i]
 		o := c.Object
-		need := req.Policy.RequireOptIn || creds.Has(o)
-		if !need {
+		if !labelsNeeded(req, creds, o) {
 			keep = append(keep, o)
 			continue
 		}
-		m, ok := metas[o]
-		if !ok {
-			got, err := a.getMeta(ctx, ns, o)
-			if err != nil {
-				return err
-			}
-			if got == nil { // absent: checked when it appears (the write's grace)
-				c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
-				keep = append(keep, o)
-				continue
-			}
-			m, ok = *got, true
+		m := metas[o]
+		if m == nil { // absent: checked when it appears (the write's grace)
+			c.recheck = &labelRule{optIn: optIn, requireOptIn: req.Policy.RequireOptIn, credential: creds.Has(o), ns: ns}
+			keep = append(keep, o)
+			continue
 		}
-		if ok {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-		}
-		if ok && optIn.Matches(labels.Set(m.Labels)) {
+		c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+		if optIn.Matches(labels.Set(m.Labels)) {
 			keep = append(keep, o)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Which ConfigMaps and Secrets a pod template uses.
@@ -185,4 +186,13 @@ func ObjectsOf(r References) []Object {
 	}
 	sortObjects(out)
 	return out
+}
+
+// Resource is the API resource of a kind (core/v1 configmaps or secrets), as the metadata
+// client addresses it.
+func (k Kind) Resource() schema.GroupVersionResource {
+	if k == KindSecret {
+		return corev1.SchemeGroupVersion.WithResource("secrets")
+	}
+	return corev1.SchemeGroupVersion.WithResource("configmaps")
 }

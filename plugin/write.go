@@ -2,7 +2,9 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,7 +12,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The write: one add-only patch per object, its checks, and its outcome.
+// The write, below the plan: per object, the live confirmation of a stale view's owners
+// (confirm.go), the final owners (decideOwners), one add-only patch (send.go), the wait for a
+// listed object not created yet; the dry run; and the outcome.
 
 // dryRun reads the listed objects' metadata and reports exactly which owner references a run
 // would add. Discovery's additions come from its list already.
@@ -31,12 +35,28 @@ func (a *Attacher) dryRun(ctx context.Context, ns string, res Result) (Result, e
 		if refusal := w.recheck.check(w.Object, m.Labels); refusal != "" {
 			return res, &FailError{refusal}
 		}
-		if missing := withoutOwners(w.Owners, m.Owners); len(missing) > 0 {
-			res.Added = append(res.Added, Write{Object: w.Object, Owners: missing, Listed: true})
+		// What a run would add now: the owners neither the plan's read nor this one shows.
+		f := w.facts
+		f.has = append(slices.Clone(f.has), m.Owners...)
+		if add := decideOwners(f).add; len(add) > 0 {
+			res.Added = append(res.Added, Write{Object: w.Object, Owners: add, Listed: true})
 		}
 	}
 	res.Message = res.dryRunMessage()
 	return res, nil
+}
+
+// finish is the run's result once its writes are done: what went through, the warnings and
+// per-object errors of discovered objects, and the verdict (writeOutcome.err) or the message.
+func (r Result) finish(out writeOutcome) (Result, error) {
+	r.Added = out.added
+	r.Warnings = append(r.Warnings, out.warnings...)
+	r.Errors = out.objectErrors
+	if err := out.err(); err != nil {
+		return r, err
+	}
+	r.Message = r.message()
+	return r, nil
 }
 
 // writeOutcome collects what the patches did.
@@ -164,14 +184,17 @@ func (o *writeOutcome) record(w Write, err error, cancelled bool, cancel func())
 	}
 }
 
-// writeOne is one object's write: the live confirmation of a stale view's owners, the patch,
-// and the grace for a listed object not created yet.
+// writeOne is one object's write, its layers in order: the live confirmation of a stale
+// view's owners (confirm.go), the final owners (decideOwners), the patch (send.go), and the
+// grace for a listed object not created yet.
 func (a *Attacher) writeOne(ctx context.Context, ns string, w *Write) error {
 	var err error
 	if w.verify {
-		// A stale view: keep only the ReplicaSets a live read still shows, with their
-		// controllers.
-		if w.Owners, err = a.existing(ctx, ns, w.Owners); err == nil && len(w.Owners) == 0 {
+		// A stale view: the owners are decided again with what a live read shows of them.
+		f := w.facts
+		if f.live, err = a.confirmOwners(ctx, ns, w.Owners); err != nil {
+			w.Owners = nil
+		} else if w.Owners = decideOwners(f).add; len(w.Owners) == 0 {
 			err = errAllGone
 		}
 	}
@@ -242,3 +265,10 @@ func keysOf(m map[Object]string) []Object {
 	sortObjects(out)
 	return out
 }
+
+// errAllGone: every ReplicaSet a write would add no longer exists (the caller's view was
+// stale); nothing is written, and the caller's view catches up.
+var errAllGone = errors.New("every ReplicaSet to add is gone")
+
+// isAllGone reports a write skipped because its ReplicaSets no longer exist.
+func isAllGone(err error) bool { return errors.Is(err, errAllGone) }

@@ -19,7 +19,7 @@ import (
 // exists in the tree. A reference is one of these classes (anything else in backquotes, flags,
 // YAML fields, shell, label keys and API groups, is not a code reference and is left alone):
 //   - a path: its first segment is a top-level directory or file of the repository
-//     (`plugin/api.go`, `test/support/cluster`, `examples/controller.yaml`), with an optional
+//     (`plugin/send.go`, `test/support/cluster`, `examples/controller.yaml`), with an optional
 //     `:line` or `#anchor`; it must exist;
 //   - a qualified Go name: `pkg.Name` or `pkg.Type.Member` whose first segment is the name of a
 //     package of the module (`plugin.Reconcile`, `plugin.Attacher.Reconcile`); the package must
@@ -33,7 +33,7 @@ import (
 //     or package declares it (Type.Member: the type is declared there and has the member);
 //   - the files of a package and what they hold, in a table: a row whose first cell is a
 //     package directory (`plugin/controller`) names files (`informers.go`) that must be in it; a
-//     row whose first cell is bare files (`api.go`, `reads.go`), in a table that follows a line
+//     row whose first cell is bare files (`send.go`, `readusage.go`), in a table that follows a line
 //     naming its directory (The files of `plugin/`), names files that must be in that directory
 //     and names (`call`, `OwnerPatch`) that its package must declare (at top level, or as a
 //     method or field).
@@ -520,7 +520,7 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 	}
 	page := filepath.Join(t.TempDir(), "page.md")
 	md := strings.Join([]string{
-		"Live: `plugin/api.go`, `plugin/api.go:12`, `docs/step.md#the-step`, `plugin.NewUsage`, `./plugin/...`,",
+		"Live: `plugin/send.go`, `plugin/send.go:12`, `docs/step.md#the-step`, `plugin.NewUsage`, `./plugin/...`,",
 		"`plugin.Attacher.Reconcile`, `Attacher.Reconcile()`, `TestDocsCodeReferencesResolve`.",
 		"Not references: `apps/v1`, `configmap-attacher/revisioned`, `-namespaces a,b`, `spec.selector`,",
 		"`metadata.ownerReferences`, `app.kubernetes.io/name`, `kubectl get rs`, `cleanup.enabled`, `bin/bench/`.",
@@ -529,7 +529,7 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 		"```sh",
 		"echo `plugin.InsideAFence`",
 		"```",
-		"Placed, live: `plugin/reads.go` `ReadUsage`, `plugin/cmd/stepplugin` `Command.Main`, `plugin/step` `TestStepEveryUserCounts`.",
+		"Placed, live: `plugin/readusage.go` `ReadUsage`, `plugin/cmd/stepplugin` `Command.Main`, `plugin/step` `TestStepEveryUserCounts`.",
 		"Placed, stale: `plugin/users.go` `ReadUsageGone`, `plugin/cmd` `StepPlugin.Main`.",
 		"",
 		"| package | files |",
@@ -540,8 +540,8 @@ func TestDocsCodeReferencesPlanted(t *testing.T) {
 		"",
 		"| file | what |",
 		"|---|---|",
-		"| `api.go`, `reads.go` | `call`, `OwnerPatch`/`ownerPatchFor`, `Attacher.ReadUsage`, from `k8s.io/kubernetes/pkg/api/v1/pod` |",
-		"| `ownership.go` | `MissingOwnersGone`, `logger.go` |",
+		"| `send.go`, `readusage.go` | `call`, `OwnerPatch`/`ownerPatchFor`, `Attacher.ReadUsage`, from `k8s.io/kubernetes/pkg/api/v1/pod` |",
+		"| `owners.go` | `MissingOwnersGone`, `logger.go` |",
 	}, "\n")
 	if err := os.WriteFile(page, []byte(md), 0o644); err != nil {
 		t.Fatal(err)

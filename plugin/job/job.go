@@ -189,7 +189,7 @@ func (w *waiter) try(ctx context.Context) (bool, string, error) {
 			return w.waitFor(fmt.Sprintf("the pod template of Rollout %s/%s to carry annotation %s=%s (-expect-template-annotation; now: %q): the new spec is not applied yet", w.ns, w.name, w.expect.Key, w.expect.Value, v))
 		}
 	}
-	// Each poll lists only the Rollout's own ReplicaSets until the target exists (reads.go).
+	// Each poll lists only the Rollout's own ReplicaSets until the target exists (read.go).
 	rss, err := w.attacher.ReadOwnReplicaSets(ctx, wl)
 	if err != nil {
 		return false, "", err

@@ -23,8 +23,8 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/test/support/fixtures"
 )
 
-// The step reads what the rule needs and no more (plugin/reads.go): each read it no longer
-// makes is shown safe here, and each it still makes is shown needed.
+// The step reads what the rule needs and no more (plugin/read.go, plugin/readusage.go): each
+// read it no longer makes is shown safe here, and each it still makes is shown needed.
 
 var yes = true
 

@@ -168,7 +168,7 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		CreationWait: s.CreationWait}
 
 	// Only the Rollout's own ReplicaSets until its target exists: a waiting step reads nothing
-	// else (reads.go).
+	// else (read.go, readusage.go).
 	rss, err := a.ReadOwnReplicaSets(ctx, wl)
 	if err != nil {
 		return s.verdict(log, ro, err)

@@ -2,17 +2,14 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/metadata"
 
@@ -88,12 +85,12 @@ func (k countingKube) ListReplicaSets(ctx context.Context, ns string, o metav1.L
 	return k.kube.AppsV1().ReplicaSets(ns).List(ctx, o)
 }
 
-// TestExistingReadsByName: the live confirmation of new owners is one GET per ReplicaSet and
+// TestConfirmOwnersReadsByName: the live confirmation of new owners is one GET per ReplicaSet and
 // per controller when get is allowed (etcd answers at once), and falls back to a list by name
 // when RBAC refuses get, remembered per resource: the second confirmation sends no GET of that
 // resource. Either way a ReplicaSet that is gone, has another UID, or whose Deployment is gone
-// is dropped.
-func TestExistingReadsByName(t *testing.T) {
+// is not confirmed, so decideOwners drops it.
+func TestConfirmOwnersReadsByName(t *testing.T) {
 	yes := true
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "dep-uid"}}
 	rs := func(name, uid string, controller *appsv1.Deployment) *appsv1.ReplicaSet {
@@ -123,10 +120,11 @@ func TestExistingReadsByName(t *testing.T) {
 			a := &Attacher{Meta: meta, Client: countingKube{c: meta, kube: kube}}
 			for i, want := range []map[string]int{tc.first, tc.again} {
 				meta.n = map[string]int{}
-				got, err := a.existing(context.Background(), "ns", owners)
+				live, err := a.confirmOwners(context.Background(), "ns", owners)
 				if err != nil {
 					t.Fatal(err)
 				}
+				got := decideOwners(ownerFacts{users: ownersAsUsers(owners), live: live}).add
 				if len(got) != 2 || got[0].UID != "rs-1" || got[1].UID != "rs-2" {
 					t.Errorf("confirmation %d kept %+v, want bare (rs-1) and of-web (rs-2)", i+1, got)
 				}
@@ -150,57 +148,11 @@ func equalCounts(a, b map[string]int) bool {
 	return true
 }
 
-// TestCallStopsWhenCtxIsDone: a backoff sleep does not outlive the caller's ctx. With a 10 s
-// backoff and a 100 ms ctx, call returns the last transient error as soon as ctx is done
-// instead of sleeping out the backoff; the tries it did make are all it makes.
-func TestCallStopsWhenCtxIsDone(t *testing.T) {
-	a := &Attacher{Backoff: wait.Backoff{Duration: 10 * time.Second, Factor: 1, Steps: 4}}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	tries := 0
-	busy := apierrors.NewTooManyRequests("busy", 1)
-	t0 := time.Now()
-	err := a.call(ctx, func(context.Context) error { tries++; return busy })
-	if took := time.Since(t0); took > 2*time.Second {
-		t.Errorf("call returned after %v: it slept out the backoff past its ctx", took)
+// ownersAsUsers are owners as the users that call for them (no controller to check).
+func ownersAsUsers(owners []Owner) Users {
+	var u Users
+	for _, o := range owners {
+		u.ReplicaSets = append(u.ReplicaSets, ReplicaSetUser{ReplicaSet: o, Controller: ControllerNone})
 	}
-	if !errors.Is(err, busy) || tries != 1 {
-		t.Errorf("call = %v after %d tries, want the transient error after 1 try", err, tries)
-	}
-}
-
-// TestCallTriesAsRetryOnError: Steps tries in all for a transient error, one for a permanent
-// one, and none after success.
-func TestCallTriesAsRetryOnError(t *testing.T) {
-	a := &Attacher{Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}}
-	for _, c := range []struct {
-		err   error
-		tries int
-	}{
-		{apierrors.NewTooManyRequests("busy", 1), 4},
-		{apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", nil), 1},
-		{nil, 1},
-	} {
-		tries := 0
-		err := a.call(context.Background(), func(context.Context) error { tries++; return c.err })
-		if !errors.Is(err, c.err) || tries != c.tries {
-			t.Errorf("call with %v: %v after %d tries, want %d tries", c.err, err, tries, c.tries)
-		}
-	}
-}
-
-// TestCreationWaitIsTheAttachers: a listed object that never appears is waited for the
-// Attacher's CreationWait, not for the default, and then reported missing.
-func TestCreationWaitIsTheAttachers(t *testing.T) {
-	a := &Attacher{Meta: fakemeta.New(fake.NewClientset()), CreationWait: 50 * time.Millisecond}
-	w := Write{Object: Object{Kind: KindConfigMap, Name: "late"}, Listed: true,
-		Owners: []Owner{{Kind: "ReplicaSet", Name: "web-1", UID: "uid-rs"}}}
-	t0 := time.Now()
-	err := a.writeOne(context.Background(), "ns", &w)
-	if took := time.Since(t0); took > 2*time.Second {
-		t.Errorf("waited %v for the missing object, want about CreationWait (50ms)", took)
-	}
-	if !isNotFound(err) {
-		t.Errorf("writeOne = %v, want not found", err)
-	}
+	return u
 }

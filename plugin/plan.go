@@ -1,19 +1,47 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 )
 
-// Which objects a run considers and what each gets: the rule table of an explicit list
-// (docs/step.md), discovery, and planWrites, the rules every candidate goes through.
+// The pure plan: the rule table of an explicit list (docs/step.md) and the rules every
+// candidate goes through, from what the run read. No request and no ctx here: each object's
+// owners come from decideOwners (owners.go).
+
+// check refuses a request no rule can serve: a target being deleted (an object it alone owned
+// would be collected with it), a run without the namespace's users, a list without a target.
+func (r Request) check() error {
+	if r.Users == nil && (r.ReadUsers == nil || r.Maintainers == nil) {
+		return fmt.Errorf("internal error: a run needs the namespace's users")
+	}
+	if r.Target != nil && !Live(r.Target) {
+		return &FailError{targetDeleting(r.Target.Name)}
+	}
+	if r.Target == nil && len(r.Objects) > 0 {
+		return fmt.Errorf("internal error: an explicit list needs a target ReplicaSet")
+	}
+	return nil
+}
+
+// historyOf is the workload's ReplicaSets (the target included), oldest first, and what each
+// template references: walked once, for the rule table and discovery.
+func historyOf(req Request) history {
+	rss := append([]*appsv1.ReplicaSet(nil), req.ReplicaSets...)
+	if req.Target != nil && !slices.ContainsFunc(rss, func(rs *appsv1.ReplicaSet) bool { return rs.UID == req.Target.UID }) {
+		rss = append(rss, req.Target)
+	}
+	SortReplicaSets(rss)
+	refs := make([]References, len(rss))
+	for i, rs := range rss {
+		refs[i] = TemplateReferences(&rs.Spec.Template.Spec)
+	}
+	return history{rss: rss, refs: refs}
+}
 
 // ruleTable applies the rule table to the explicit list:
 //
@@ -82,94 +110,6 @@ func anyRollback(skips []Skip) bool {
 	return false
 }
 
-// Candidate is an object a caller found (the controller's caches, audit's snapshot) with the
-// metadata it read (never the data). Who may own it is not the caller's to say: Reconcile asks
-// the namespace's users (Request.Users).
-type Candidate struct {
-	Object Object
-	// UID is the object's UID as read (empty: unknown); the patch carries it as a precondition.
-	UID    types.UID
-	Labels map[string]string
-	// Owners are its owner references as read (only UIDs are compared).
-	Owners []metav1.OwnerReference
-	// ReplicaSetOwned: an apps ReplicaSet is among its owners, for callers whose Owners keep
-	// only UIDs (the controller's cache); otherwise HasReplicaSetOwner(Owners) says it.
-	ReplicaSetOwned bool
-}
-
-// candidate is a Candidate on its way through Reconcile.
-type candidate struct {
-	Candidate
-	// listed: in the explicit list, whose problems decide the verdict.
-	listed bool
-	// labelsKnown: Labels (and UID, Owners) were read.
-	labelsKnown bool
-	// forced is the target of an allowUnreferenced object: an owner though its template does
-	// not reference the object.
-	forced *Owner
-	// recheck is the label rule of a listed object that did not exist at the check.
-	recheck *labelRule
-	// dropped: skipped by checkLabels (a credential).
-	dropped bool
-}
-
-// discover finds the objects matching the discovery selector (and, with the policy on, the
-// opt-in selector) that a live ReplicaSet of the workload references: one metadata list per
-// kind that some template references. A listed object that it finds gets its metadata.
-func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.ReplicaSet, refs []References, cands []candidate) ([]candidate, error) {
-	sel := req.Discover
-	if req.Policy.RequireOptIn {
-		r, _ := req.Policy.optIn().Requirements()
-		sel = sel.Add(r...)
-	}
-	used := References{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
-	for i, rs := range rss {
-		if !Live(rs) {
-			continue
-		}
-		for n := range refs[i].ConfigMaps {
-			used.ConfigMaps[n] = true
-		}
-		for n := range refs[i].Secrets {
-			used.Secrets[n] = true
-		}
-	}
-	var kinds []Kind
-	if len(used.ConfigMaps) > 0 {
-		kinds = append(kinds, KindConfigMap)
-	}
-	if len(used.Secrets) > 0 {
-		kinds = append(kinds, KindSecret)
-	}
-	index := map[Object]int{}
-	for i, c := range cands {
-		index[c.Object] = i
-	}
-	var out []candidate
-	for _, k := range kinds {
-		metas, err := a.listMeta(ctx, req.Workload.Namespace, k, sel)
-		if err != nil {
-			return nil, fmt.Errorf("discover: %w", err)
-		}
-		for name, m := range metas {
-			o := Object{k, name}
-			if i, ok := index[o]; ok {
-				// Listed too: the owners it already has need no write.
-				c := &cands[i]
-				if !c.labelsKnown {
-					c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
-				}
-				continue
-			}
-			if !used.Has(o) {
-				continue
-			}
-			out = append(out, candidate{Candidate: Candidate{Object: o, UID: m.UID, Labels: m.Labels, Owners: m.Owners}, labelsKnown: true})
-		}
-	}
-	return out, nil
-}
-
 // planWrites applies the rules every candidate goes through, whichever mode found it:
 //
 //	outside the administrator's --require-opt-in            → skipped (a listed one failed before)
@@ -186,14 +126,13 @@ func (a *Attacher) discover(ctx context.Context, req Request, rss []*appsv1.Repl
 //
 // An object that has no ReplicaSet owner yet, in a view that may be stale, has its new owners
 // confirmed live (with their controllers) before the write.
-func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLease) error {
+func planWrites(req Request, p *Plan, in reading) error {
+	req.Users = in.users // the view the run read (usersFor)
+	p.Handed = append(p.Handed, handedUnread(req, in.cands, in.leases)...)
 	optIn := req.Policy.optIn()
-	ns := req.Namespace
-	if ns == "" {
-		ns = req.Workload.Namespace
-	}
+	ns, leases := in.ns, in.leases
 	var refused []string
-	for _, c := range cands {
+	for _, c := range in.cands {
 		if c.dropped {
 			continue
 		}
@@ -202,7 +141,7 @@ func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLeas
 			continue
 		}
 		users := req.Users.UsersOf(c.Object)
-		owners, blockers := ownersOf(users)
+		f := ownerFacts{users: users, forced: c.forced, has: c.Owners}
 		if sh, shared := req.shared(users); shared {
 			// A run scoped to its workload keeps true only the workload's own ReplicaSets: the
 			// other users' later revisions are a live controller's to add, or nobody's.
@@ -223,43 +162,36 @@ func planWrites(req Request, p *Plan, cands []candidate, leases []ControllerLeas
 			if req.Workload.UID == "" {
 				continue // no workload of its own (audit -fix): the controller writes every owner
 			}
-			owners, blockers = sh.Own, nil
+			f.only = &req.Workload
 		}
-		if len(blockers) > 0 {
-			b := Blocked{Object: c.Object, Users: blockers}
+		d := decideOwners(f)
+		if len(d.blockers) > 0 {
+			b := Blocked{Object: c.Object, Users: d.blockers}
 			p.Blocked = append(p.Blocked, b)
 			if c.listed {
 				refused = append(refused, b.Message())
 			}
 			continue
 		}
-		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(owners) > 0 && credentialOnly(owners) {
+		if !c.listed && !optIn.Matches(labels.Set(c.Labels)) && len(d.owning) > 0 && credentialOnly(d.owning) {
 			var by []string
-			for _, o := range owners {
+			for _, o := range d.owning {
 				by = append(by, o.ReplicaSet.Name)
 			}
 			p.Skipped = append(p.Skipped, Skip{Object: c.Object, Reason: SkipCredential, UsedBy: by, OptIn: optIn.String()})
 			continue
 		}
-		rss := make([]Owner, 0, len(owners)+1)
-		for _, o := range owners {
-			rss = append(rss, o.ReplicaSet)
-		}
-		if c.forced != nil && !containsOwner(rss, c.forced.UID) {
-			rss = append(rss, *c.forced)
-		}
-		if c.listed && !containsOwner(rss, req.Target.UID) {
+		if c.listed && !containsOwner(d.want, req.Target.UID) {
 			refused = append(refused, targetCannotOwn(req.Target.Name, c.Object))
 			continue
 		}
-		missing := withoutOwners(rss, c.Owners)
-		if len(missing) == 0 {
-			if !c.listed && len(rss) > 0 {
+		if len(d.add) == 0 {
+			if !c.listed && len(d.want) > 0 {
 				p.Owned++
 			}
 			continue
 		}
-		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: missing, Listed: c.listed,
+		p.Writes = append(p.Writes, Write{Object: c.Object, ObjectUID: c.UID, Owners: d.add, Listed: c.listed, facts: f,
 			verify: req.Users.Stale() && !c.ReplicaSetOwned && !HasReplicaSetOwner(c.Owners), recheck: c.recheck})
 	}
 	sortWrites(p.Writes)
@@ -281,14 +213,6 @@ func (r Request) shared(u Users) (Sharing, bool) {
 	return sh, len(sh.Unownable) == 0 && len(sh.Others) > 0
 }
 
-// workloadName names the run's workload in messages ("" without one).
-func (r Request) workloadName() string {
-	if r.Workload.Name == "" {
-		return ""
-	}
-	return r.Workload.String()
-}
-
 // sharedAny reports whether some candidate is shared (Request.shared): only then are the
 // controllers' Leases read.
 func sharedAny(req Request, cands []candidate) bool {
@@ -300,26 +224,27 @@ func sharedAny(req Request, cands []candidate) bool {
 	return false
 }
 
-// sharedLabels reads the labels of the shared candidates whose labels were not read yet (a
-// listed object without the opt-in policy): the controller maintains only opted-in objects.
-func (a *Attacher) sharedLabels(ctx context.Context, ns string, req Request, cands []candidate) error {
-	for i := range cands {
-		c := &cands[i]
-		if c.labelsKnown || c.dropped {
-			continue
-		}
-		if _, ok := req.shared(req.Users.UsersOf(c.Object)); !ok {
-			continue
-		}
-		m, err := a.getMeta(ctx, ns, c.Object)
-		if err != nil {
-			return err
-		}
-		if m != nil {
-			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
+// handedUnread are the objects a live controller maintains whose other users the run did not
+// read (maintainedView): named in the message as left to the controller.
+func handedUnread(req Request, cands []candidate, leases []ControllerLease) []Handover {
+	v, ok := req.Users.(maintainedView)
+	var own *NamespaceUsage
+	if !ok {
+		if own, ok = req.Users.(*NamespaceUsage); !ok || req.ReadUsers == nil {
+			return nil
 		}
 	}
-	return nil
+	ns := req.namespace()
+	var out []Handover
+	for _, c := range cands {
+		if c.dropped || (own == nil && !v.covered[c.Object]) {
+			continue
+		}
+		if lease, _ := MaintainedBy(leases, req.Workload.Kind, ns, c.Labels, req.Maintainers.now()); lease != "" {
+			out = append(out, Handover{Object: c.Object, Lease: lease})
+		}
+	}
+	return out
 }
 
 func sortWrites(ws []Write) {

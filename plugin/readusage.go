@@ -10,11 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -35,84 +33,6 @@ import (
 // read's while a quiet namespace's reads (a few ms) barely wait; a run that waits past its
 // deadline gets a transient error, which the Rollouts controller retries.
 var usageReads = make(chan struct{}, 2)
-
-// PageSize is the page of every namespace-wide list (limit, then continue): the memory a read
-// holds is one page of full objects, whatever the namespace's size.
-const PageSize = 500
-
-// ReadOwnReplicaSets lists the workload's ReplicaSets: those its selector matches (every
-// ReplicaSet of the namespace when it has none, e.g. a workloadRef Rollout that takes the
-// Deployment's) whose controller reference carries its UID, oldest first, with their
-// templates. It is the only read of a run whose target does not exist yet.
-func (a *Attacher) ReadOwnReplicaSets(ctx context.Context, w Workload) ([]*appsv1.ReplicaSet, error) {
-	sel := labels.Everything()
-	if w.Selector != nil {
-		var err error
-		if sel, err = w.replicaSetSelector(); err != nil {
-			return nil, err
-		}
-	}
-	var own []appsv1.ReplicaSet
-	err := a.pages(ctx, metav1.ListOptions{LabelSelector: sel.String()}, func() { own = own[:0] },
-		func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := a.Client.ListReplicaSets(ctx, w.Namespace, opts)
-			if err != nil {
-				return "", err
-			}
-			for i := range l.Items {
-				if ref := metav1.GetControllerOfNoCopy(&l.Items[i]); ref != nil && ref.UID == w.UID {
-					own = append(own, l.Items[i])
-				}
-			}
-			return l.Continue, nil
-		})
-	if err != nil {
-		if isForbidden(err) {
-			return nil, &FailError{fmt.Sprintf("forbidden to list replicasets.apps in namespace %s (%s): grant list on replicasets.apps, see %s", w.Namespace, apiMessage(err), a.rbacHint())}
-		}
-		return nil, fmt.Errorf("listing the ReplicaSets of %s (selector %q) to find the one being rolled out: %w", w, sel.String(), err)
-	}
-	out := make([]*appsv1.ReplicaSet, len(own))
-	for i := range own {
-		out[i] = &own[i]
-	}
-	SortReplicaSets(out)
-	return out, nil
-}
-
-// pages runs one paged list: page sends one request with opts (limit PageSize, continue set),
-// through call (the request's deadline and retries), processes its items and returns the next
-// continue token. A continue token that expired (410: the list outlived etcd's compaction of
-// its revision) restarts the list once from the start, after reset: the pages already seen are
-// of a revision the rest can no longer be read at. Reads are consistent (no resourceVersion):
-// a cached read could miss a user created a moment ago.
-func (a *Attacher) pages(ctx context.Context, opts metav1.ListOptions, reset func(),
-	page func(context.Context, metav1.ListOptions) (string, error)) error {
-	opts.Limit = PageSize
-	restarted := false
-	for {
-		var next string
-		err := a.call(ctx, func(ctx context.Context) error {
-			var err error
-			next, err = page(ctx, opts)
-			return err
-		})
-		switch {
-		case err == nil:
-		case opts.Continue != "" && !restarted && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)):
-			restarted = true
-			reset()
-			opts.Continue = ""
-			continue
-		default:
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		opts.Continue = next
-	}
-}
 
 // podName is a Pod whose spec may have to be read.
 type podName struct {
@@ -506,4 +426,54 @@ func (u *NamespaceUsage) dropTemplates(drop func(template) bool) {
 		}
 	}
 	u.templates = kept
+}
+
+// controllersOf lists, metadata only and paged, each checked controller kind that controls a ReplicaSet
+// other than the known workloads. A kind whose resource is not served (the Rollout CRD not
+// installed) has no workloads: listed, and empty.
+func (a *Attacher) controllersOf(ctx context.Context, ns string, rss []*appsv1.ReplicaSet, known []ControllerRef) ([]ControllerRef, []string, error) {
+	out := append([]ControllerRef(nil), known...)
+	isKnown := map[types.UID]bool{}
+	for _, k := range known {
+		isKnown[k.UID] = true
+	}
+	need := map[string]controllerKind{}
+	for i := range rss {
+		ref := metav1.GetControllerOfNoCopy(rss[i])
+		if ref == nil || isKnown[ref.UID] {
+			continue
+		}
+		if k, ok := checkedKind(ref); ok {
+			need[k.kind] = k
+		}
+	}
+	var listed []string
+	for _, k := range checkedControllers {
+		if _, ok := need[k.kind]; !ok {
+			continue
+		}
+		var refs []ControllerRef
+		err := a.pages(ctx, metav1.ListOptions{}, func() { refs = refs[:0] }, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := a.Meta.Resource(k.gvr).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return "", err
+			}
+			for i := range l.Items {
+				refs = append(refs, RefOf(k.kind, &l.Items[i]))
+			}
+			return l.Continue, nil
+		})
+		switch {
+		case isNotFound(err):
+			// The kind is not served (its CRD uninstalled or being reinstalled): its
+			// ReplicaSets' controllers cannot be confirmed, and such a ReplicaSet still runs
+			// its pods, so they stay unknown (they block), as in the controller mode.
+			continue
+		case err != nil:
+			return nil, nil, a.usageError(err, k.gvr.GroupResource().String(), ns)
+		}
+		listed = append(listed, k.kind)
+		out = append(out, refs...)
+	}
+	return out, listed, nil
 }
