@@ -88,6 +88,10 @@ SOAK_REPORT ?= $(abspath docs/soak.md)
 # binary is built by it (OS and ARCH empty: the host's).
 go-build = CGO_ENABLED=0 $(if $(3),GOOS=$(3) GOARCH=$(4) )go build -trimpath -ldflags '$(LDFLAGS)' -o $(1) $(2)
 
+# GO_RUN runs a hack/ tool in the same build configuration as go-build (and `make lint`'s go
+# vet), so that it reuses the packages they compiled instead of compiling them again.
+GO_RUN := CGO_ENABLED=0 go run -trimpath
+
 # go-build-both DIR,OS,ARCH: the full binary and the step plugin alone for one platform, as
 # DIR/configmap-attacher-OS-ARCH and DIR/configmap-attacher-step-OS-ARCH (one recipe line each).
 define go-build-both
@@ -185,11 +189,11 @@ lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint
 ## and SOURCE_DATE_EPOCH give the same bytes (test/release TestReleaseReproducible).
 release: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 release: release-binaries ## everything of one version in dist/, reproducibly
-	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
+	$(GO_RUN) ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
 	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=dist/configmap-attacher-linux-$(a) -step-binary linux/$(a)=dist/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout dist/configmap-attacher-image.oci -digest-file dist/configmap-attacher-image.oci.digest
 	CMA_CACHE=$(CMA_CACHE) HELM_VERSION=$(HELM_VERSION) hack/build-binaries.sh helm >&2
-	go run ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO) -archs $(subst $(space),$(comma),$(strip $(IMAGE_ARCHS))) \
+	$(GO_RUN) ./hack/release -dist dist -version $(VERSION) -image $(IMAGE_REPO) -archs $(subst $(space),$(comma),$(strip $(IMAGE_ARCHS))) \
 	  -helm $(CMA_CACHE)/helm-$(HELM_VERSION)/helm \
 	  -cyclonedx-gomod "$$(CMA_CACHE=$(CMA_CACHE) hack/tool.sh cyclonedx-gomod $(CYCLONEDX_GOMOD))"
 
@@ -243,7 +247,7 @@ clean: ## remove bin/ and dist/
 image: export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image: ## the OCI image index for linux/amd64 and linux/arm64 (IMAGE_OCI), no Docker engine
 	$(foreach a,$(IMAGE_ARCHS),$(call go-build-both,bin,linux,$(a)))
-	go run ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
+	$(GO_RUN) ./hack/image -tag $(IMAGE_REPO):$(VERSION) -revision '$(REVISION)' \
 	  $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=bin/configmap-attacher-linux-$(a) -step-binary linux/$(a)=bin/configmap-attacher-step-linux-$(a)) \
 	  -oci-layout $(IMAGE_OCI) -digest-file $(IMAGE_OCI).digest
 

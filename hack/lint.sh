@@ -12,7 +12,12 @@ out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -pa
 if [ -n "$out" ]; then
   echo "gofmt needed on:"; echo "$out"; exit 1
 fi
-go vet ./...
+# go vet compiles every package it checks; in the configuration of the shipped binaries
+# (`make build`, the tests' build, `make release`: CGO_ENABLED=0, -trimpath) those compiled
+# packages are the binaries' own, so on a fresh machine vet's compile is also their build
+# (measured with an empty build cache: vet and then the binary, 931 CPU-s in vet's default
+# configuration, 598 CPU-s in this one). Nothing here uses cgo.
+CGO_ENABLED=0 go vet -trimpath ./...
 # go.mod and go.sum must be what `go mod tidy` writes (a direct import marked "// indirect" is
 # how a dependency's role gets misread); -diff changes nothing and fails when tidy would.
 if ! tidy=$(go mod tidy -diff 2>&1); then
