@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 
@@ -128,24 +129,12 @@ func TestConfirmOwnersReadsByName(t *testing.T) {
 				if len(got) != 2 || got[0].UID != "rs-1" || got[1].UID != "rs-2" {
 					t.Errorf("confirmation %d kept %+v, want bare (rs-1) and of-web (rs-2)", i+1, got)
 				}
-				if !equalCounts(meta.n, want) {
+				if !maps.Equal(meta.n, want) {
 					t.Errorf("confirmation %d sent %v, want %v", i+1, meta.n, want)
 				}
 			}
 		})
 	}
-}
-
-func equalCounts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // ownersAsUsers are owners as the users that call for them (no controller to check).
