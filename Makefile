@@ -119,7 +119,7 @@ check: ## the inner loop: lint, the tests that need no control plane, the docs-d
 	hack/lint.sh & lint=$$!; \
 	go test -count=1 $(UNIT_PKGS) || s=1; \
 	wait $$lint || s=1; \
-	go run ./hack/docs -check || s=1; \
+	$(GO_RUN) ./hack/docs -check || s=1; \
 	exit $${s:-0}
 
 ## test: every test: unit, RPC, binary, and the real control plane (the README's test command,
@@ -202,12 +202,12 @@ release: release-binaries ## everything of one version in dist/, reproducibly
 ## ?ref= in examples/ and docs/, the Kustomize base's chart labels); commit, then tag.
 set-version: ## VERSION=vX.Y.Z: write the release version everywhere it is mentioned
 	@case "$(origin VERSION)" in command\ line|environment) ;; *) echo "usage: make set-version VERSION=vX.Y.Z" >&2; exit 2;; esac
-	go run ./hack/release set-version $(VERSION)
+	$(GO_RUN) ./hack/release set-version $(VERSION)
 
 ## check-version: every mention agrees with hack/release/VERSION; with VERSION= (the release
 ## workflow's tag) also that VERSION is it and docs/changelog.md has its section.
 check-version: ## every mention of the version agrees with hack/release/VERSION
-	go run ./hack/release check-version $(if $(filter command\ line environment,$(origin VERSION)),-want $(VERSION))
+	$(GO_RUN) ./hack/release check-version $(if $(filter command\ line environment,$(origin VERSION)),-want $(VERSION))
 
 ## publish: push and sign what make release wrote (hack/release/publish.sh: crane push of the
 ## image, helm push of the chart, cosign sign and attest, the GitHub release). DRY_RUN=1 prints
@@ -324,5 +324,5 @@ soak: binaries ## the invariant soak → docs/soak.md (SOAK_DURATION=, SOAK_SEED
 ## built once from the module proxy by hack/tool.sh; test/chart TestChartReadmeUpToDate
 ## verifies it). HELM_DOCS_FLAGS are the flags the test runs helm-docs with, too.
 docs: ## the generated flag tables and the chart's README
-	go run ./hack/docs
+	$(GO_RUN) ./hack/docs
 	"$$(hack/tool.sh helm-docs github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION))" $(HELM_DOCS_FLAGS)

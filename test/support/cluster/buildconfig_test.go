@@ -9,9 +9,9 @@ import (
 )
 
 // TestOneBuildConfiguration: every build of this module outside `go test` (the Makefile's
-// go-build, its GO_RUN for the hack/ tools, `make lint`'s go vet, and Build here) uses the same
-// configuration, CGO_ENABLED=0 and -trimpath, so the packages one of them compiles are reused by
-// the others. Compiled in another configuration they are compiled again: on a fresh machine
+// go-build, its GO_RUN for the hack/ tools, `make lint`'s go vet, and BuildPluginCached here)
+// uses the same configuration, CGO_ENABLED=0 and -trimpath, so the packages one of them
+// compiles are reused by the others. Compiled in another configuration they are compiled again: on a fresh machine
 // that was a whole extra compile of the dependencies (931 instead of 598 CPU-seconds for vet and
 // the binary).
 func TestOneBuildConfiguration(t *testing.T) {
