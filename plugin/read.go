@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -217,11 +218,17 @@ func (a *Attacher) usersFor(ctx context.Context, ns string, req Request, cands [
 	if live == 0 {
 		return own, nil, nil, nil
 	}
-	leases, leaseWarnings := a.readLeases(ctx, req.Maintainers.Leases)
+	var leases []ControllerLease
+	var leaseWarnings []string
+	if p := req.Prefetched; p != nil {
+		leases, leaseWarnings = p.Leases, p.LeaseWarnings
+	} else {
+		leases, leaseWarnings = a.readLeases(ctx, req.Maintainers.Leases)
+	}
 	now := req.Maintainers.now()
 	if CoversNamespace(leases, req.Workload.Kind, ns, now) {
 		// Only beside a live controller: a step-only install sends no label reads.
-		a.candidateLabels(ctx, ns, cands)
+		a.candidateLabels(ctx, ns, cands, req.Prefetched)
 	}
 	covered := map[Object]bool{}
 	for _, c := range cands {
@@ -252,13 +259,18 @@ func (a *Attacher) usersFor(ctx context.Context, ns string, req Request, cands [
 // candidateLabels reads the labels of the candidates whose labels were not read yet (a listed
 // object without the opt-in policy): the controller maintains only opted-in objects. A read
 // that fails leaves the labels unknown: the object then counts as not maintained, and its users
-// are read (the Job's RBAC has no get on ConfigMaps and Secrets).
-func (a *Attacher) candidateLabels(ctx context.Context, ns string, cands []candidate) {
+// are read (the Job's RBAC has no get on ConfigMaps and Secrets). What pre read is not read
+// again.
+func (a *Attacher) candidateLabels(ctx context.Context, ns string, cands []candidate, pre *Prefetched) {
 	var g errgroup.Group
 	g.SetLimit(a.concurrency())
 	for i := range cands {
 		c := &cands[i] // each goroutine writes its own element
 		if c.labelsKnown || c.dropped {
+			continue
+		}
+		if m, ok := pre.meta(c.Object); ok {
+			c.UID, c.Labels, c.Owners, c.labelsKnown = m.UID, m.Labels, m.Owners, true
 			continue
 		}
 		g.Go(func() error {
@@ -335,6 +347,53 @@ func (a *Attacher) readLeases(ctx context.Context, refs []LeaseRef) ([]Controlle
 		out = append(out, cl)
 	}
 	return out, warnings
+}
+
+// Prefetched is what a run scoped to its workload read beside the list of the workload's
+// ReplicaSets, before it knew whether its target exists (Prefetch): the controllers' Leases,
+// and the metadata of the explicit list where a live controller was expected.
+type Prefetched struct {
+	Leases        []ControllerLease
+	LeaseWarnings []string
+	metas         map[Object]objectMeta
+}
+
+func (p *Prefetched) meta(o Object) (objectMeta, bool) {
+	if p == nil {
+		return objectMeta{}, false
+	}
+	m, ok := p.metas[o]
+	return m, ok
+}
+
+// Prefetch reads at once the controllers' Leases and, when labels is set, the metadata of
+// objs: what a step reads next once its target exists, when a live controller covers its
+// namespace (usersFor). Read beside the first list instead of after it, they cost the step no
+// round trip of its own. A metadata read that fails or finds nothing is left to the run.
+func (a *Attacher) Prefetch(ctx context.Context, ns string, leases []LeaseRef, objs []Object, labels bool) *Prefetched {
+	p := &Prefetched{metas: map[Object]objectMeta{}}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(a.concurrency())
+	g.Go(func() error {
+		p.Leases, p.LeaseWarnings = a.readLeases(ctx, leases)
+		return nil
+	})
+	for _, o := range objs {
+		if !labels {
+			break
+		}
+		g.Go(func() error {
+			if m, err := a.getMeta(ctx, ns, o); err == nil && m != nil {
+				mu.Lock()
+				p.metas[o] = *m
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return p
 }
 
 // ReadLeases is readLeases for callers outside the package (audit): the controllers' Leases,

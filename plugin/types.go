@@ -57,6 +57,9 @@ type Request struct {
 	// Maintainers.Leases, MaintainedBy), and is refused otherwise (a listed one fails the run,
 	// nothing written). Nil: the run maintains every user itself (the controller).
 	Maintainers *Maintainers
+	// Prefetched, with Maintainers and ReadUsers, is what the run read beside its first list
+	// (Prefetch): its Leases and metadata are not read again.
+	Prefetched *Prefetched
 }
 
 // Maintainers are where a run scoped to one workload looks for a controller that keeps the

@@ -3,6 +3,7 @@ package step
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -213,20 +214,43 @@ func TestMaintainedObjectsReadNoOtherUsers(t *testing.T) {
 	}
 }
 
-// TestWaitingStepListsOnlyItsReplicaSets: while the target does not exist, a step makes one
-// request: the list of its Rollout's ReplicaSets by its selector.
+// TestWaitingStepListsOnlyItsReplicaSets: while the target does not exist, a step reads the
+// list of its Rollout's ReplicaSets by its selector and, on its first call only, the
+// controller's Lease beside it (what a step that goes on reads next); from the call after a
+// wait on, the list alone.
 func TestWaitingStepListsOnlyItsReplicaSets(t *testing.T) {
 	c := sharedWorld(false, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: testNS}})
 	s := newStep(c)
 	s.ControllerLeases = []plugin.LeaseRef{ctlLease}
-	res, _ := s.Run(fixtures.Rollout("not-yet"), stepCtx(`{"configMaps":["app-config"]}`))
-	if res.Phase != types.PhaseRunning {
-		t.Fatalf("%s %s", res.Phase, res.Message)
+	ro := fixtures.Rollout("not-yet")
+	sc := stepCtx(`{"configMaps":["app-config"]}`)
+	var calls [][]string
+	for range 2 {
+		c.ClearActions()
+		res, _ := s.Run(ro, sc)
+		if res.Phase != types.PhaseRunning {
+			t.Fatalf("%s %s", res.Phase, res.Message)
+		}
+		sc.Status = res.Status
+		var got []string
+		for _, a := range c.Actions() {
+			switch a.GetVerb() {
+			case "list":
+				got = append(got, "list "+a.GetResource().Resource+" "+a.(k8stesting.ListAction).GetListRestrictions().Labels.String())
+			case "get":
+				got = append(got, "get "+a.GetResource().Resource+" "+a.(k8stesting.GetAction).GetName())
+			default:
+				got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+			}
+		}
+		slices.Sort(got)
+		calls = append(calls, got)
 	}
-	acts := c.Actions()
-	if len(acts) != 1 || acts[0].GetVerb() != "list" || acts[0].GetResource().Resource != "replicasets" ||
-		acts[0].(k8stesting.ListAction).GetListRestrictions().Labels.String() != "app=web" {
-		t.Errorf("a waiting step sent %v, want only the list of its ReplicaSets by selector app=web", acts)
+	want := [][]string{{"get leases " + ctlLease.Name, "list replicasets app=web"}, {"list replicasets app=web"}}
+	for i := range want {
+		if strings.Join(calls[i], "; ") != strings.Join(want[i], "; ") {
+			t.Errorf("waiting call %d sent %v, want %v", i+1, calls[i], want[i])
+		}
 	}
 }
 
@@ -285,6 +309,64 @@ func TestStepReadsIsTheFormula(t *testing.T) {
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("reads\n  %s\nformula\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
+	}
+}
+
+// TestPrefetchedReadsAreNotRepeated: once a step found a live controller in its namespace, the
+// next step there reads the Lease and its objects' labels beside the list of its ReplicaSets
+// (plugin.Prefetch), so even a step whose list fails has read them, and not again after it:
+// every step sends each read once. Where no controller lives (a step-only install), no step
+// reads labels it would not use.
+func TestPrefetchedReadsAreNotRepeated(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		t.Run(fmt.Sprintf("controller=%v", live), func(t *testing.T) {
+			var extra []runtime.Object
+			if live {
+				extra = append(extra, controllerLease(time.Now(), nil))
+			}
+			c := sharedWorld(false, extra...)
+			failList := false
+			c.PrependReactor("list", "replicasets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if failList {
+					return true, nil, apierrors.NewServiceUnavailable("planted")
+				}
+				return false, nil, nil
+			})
+			s := newStep(c)
+			s.ControllerLeases = []plugin.LeaseRef{ctlLease}
+			gets := func() map[string]int {
+				out := map[string]int{}
+				for _, a := range c.Actions() {
+					if a.GetVerb() == "get" {
+						out["get "+a.GetResource().Resource]++
+					}
+				}
+				return out
+			}
+			want := map[string]int{"get leases": 1}
+			if live {
+				want["get configmaps"] = 1
+			}
+			for call := 1; call <= 3; call++ {
+				c.ClearActions()
+				res, _ := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["app-config"]}`))
+				if live && res.Phase != types.PhaseSuccessful || !live && res.Phase != types.PhaseFailed {
+					t.Fatalf("call %d: %s %s", call, res.Phase, res.Message)
+				}
+				if got := gets(); !maps.Equal(got, want) {
+					t.Errorf("call %d: gets %v, want %v", call, got, want)
+				}
+			}
+			// A step whose list fails has read beside it what a step that goes on needs.
+			c.ClearActions()
+			failList = true
+			if _, rerr := s.Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["app-config"]}`)); rerr.ErrorString == "" {
+				t.Fatal("the planted list error did not reach the result")
+			}
+			if got := gets(); !maps.Equal(got, want) {
+				t.Errorf("a step whose list failed read %v beside it, want %v", got, want)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
@@ -88,6 +89,18 @@ type Step struct {
 	// ControllerLeases are the controller mode's leader Leases (plugin args --controller-lease):
 	// config that other workloads share is attached only where a live controller maintains it.
 	ControllerLeases []plugin.LeaseRef
+
+	// reads coalesces the namespace-wide reads of concurrent steps in one namespace.
+	reads plugin.SharedReads
+	// covered remembers, per namespace, whether the last step there found a live controller
+	// covering it: only then does the next one read its objects' labels beside its first list.
+	covered sync.Map
+}
+
+func (s *Step) covers(ns string) bool {
+	v, _ := s.covered.Load(ns)
+	b, _ := v.(bool)
+	return b
 }
 
 func (s *Step) now() time.Time {
@@ -168,8 +181,20 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 		CreationWait: s.CreationWait}
 
 	// Only the Rollout's own ReplicaSets until its target exists: a waiting step reads nothing
-	// else (read.go, readusage.go).
+	// else (read.go, readusage.go) from its second call on. Beside that list, unless the last
+	// call waited: the controllers' Leases and, where the last step in this namespace found a
+	// live controller, the listed objects' labels, which a step that goes on reads next.
+	var pre *plugin.Prefetched
+	var prefetched sync.WaitGroup
+	if prev.WaitingSince == nil && len(s.ControllerLeases) > 0 {
+		labels := !s.Policy.RequireOptIn && s.covers(ro.Namespace)
+		prefetched.Go(func() { pre = a.Prefetch(ctx, ro.Namespace, s.ControllerLeases, cfg.Objects(), labels) })
+	}
 	rss, err := a.ReadOwnReplicaSets(ctx, wl)
+	prefetched.Wait()
+	if pre != nil {
+		s.covered.Store(ro.Namespace, plugin.CoversNamespace(pre.Leases, plugin.KindRollout, ro.Namespace, s.now()))
+	}
 	if err != nil {
 		return s.verdict(log, ro, err)
 	}
@@ -185,9 +210,9 @@ func (s *Step) run(ctx context.Context, ro *v1alpha1.Rollout, sc *types.RpcStepC
 	// controller that sent it.
 	req := plugin.Request{Workload: wl, ReplicaSets: rss, Target: target, Objects: cfg.Objects(),
 		AllowUnreferenced: cfg.AllowUnreferenced, Policy: s.Policy, DryRun: cfg.DryRun,
-		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now},
+		Maintainers: &plugin.Maintainers{Leases: s.ControllerLeases, Now: s.Now}, Prefetched: pre,
 		ReadUsers: func(ctx context.Context) (plugin.UserView, error) {
-			return a.ReadUsage(ctx, ro.Namespace, plugin.RefOf(plugin.KindRollout, ro))
+			return s.reads.Read(ctx, a, ro.Namespace, plugin.RefOf(plugin.KindRollout, ro))
 		}}
 	if cfg.Discover != nil {
 		if req.Discover, err = cfg.Discover.LabelSelector(); err != nil {
