@@ -107,13 +107,20 @@ func TestReadsArePaged(t *testing.T) {
 			if len(u.ReplicaSets) != 2*PageSize+7 {
 				t.Errorf("%d ReplicaSets, want %d", len(u.ReplicaSets), 2*PageSize+7)
 			}
-			if got := u.UsersOf(Object{KindConfigMap, "cfg-1000"}); len(got.ReplicaSets) != 1 || got.ReplicaSets[0].ReplicaSet.Name != "rs-1000" ||
-				got.ReplicaSets[0].Controller != ControllerLive {
-				t.Errorf("users of cfg-1000: %+v", got)
+			last := 2*PageSize + 6 // on the third page
+			if got := u.UsersOf(Object{KindConfigMap, fmt.Sprintf("cfg-%d", last)}); len(got.ReplicaSets) != 1 ||
+				got.ReplicaSets[0].ReplicaSet.Name != fmt.Sprintf("rs-%04d", last) || got.ReplicaSets[0].Controller != ControllerLive {
+				t.Errorf("users of cfg-%d: %+v", last, got)
 			}
-			want := []string{`limit=500 continue=""`, `limit=500 continue="500"`, `limit=500 continue="1000"`}
+			page := func(from int) string {
+				if from == 0 {
+					return fmt.Sprintf(`limit=%d continue=""`, PageSize)
+				}
+				return fmt.Sprintf(`limit=%d continue="%d"`, PageSize, from)
+			}
+			want := []string{page(0), page(PageSize), page(2 * PageSize)}
 			if expire {
-				want = append([]string{`limit=500 continue=""`, `limit=500 continue="500"`}, want...)
+				want = append([]string{page(0), page(PageSize)}, want...)
 			}
 			if strings.Join(k.reqs, "; ") != strings.Join(want, "; ") {
 				t.Errorf("requests %v, want %v", k.reqs, want)

@@ -17,9 +17,9 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/plugin"
 )
 
-// formulaPageSize is the page size of every namespace-wide list of the formula (limit=500, the
-// size client-go's pager and kubectl use).
-const formulaPageSize = 500
+// formulaPageSize is the page size of every namespace-wide list of the formula: the plugin's,
+// so that both send the same requests.
+const formulaPageSize = plugin.PageSize
 
 // formulaClients are the clients the formula's reads go through: typed lists in protobuf, the
 // rest metadata-only.

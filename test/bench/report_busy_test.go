@@ -202,7 +202,7 @@ func renderBusyPods(w *mdWriter, r *results) {
 			notes = append(notes, rec.Notes...)
 		}
 	}
-	w.p("Plugin memory: a fresh process per column, default args, its VmHWM sampled every 20 ms while the steps run; %d Rollouts of 1 object stepped 3 times each: one at a time in the quiet namespace, %d at once (as the controller's workers) in the %d-Pod one.", busyConcurrent, busyConcurrent, busyPodCounts[len(busyPodCounts)-1])
+	w.p("Plugin memory: a fresh process per column, default args, its VmHWM sampled every 20 ms while the steps run; %d Rollouts of 1 object stepped 3 times each: one at a time in the quiet namespace, %d at once (as the controller's workers) in the %d-Pod one, where the steps that ask while a read of the namespace is in flight share the next one (`plugin.SharedReads`).", busyConcurrent, busyConcurrent, busyPodCounts[len(busyPodCounts)-1])
 	w.p("")
 	w.table([]string{"install", "quiet, sequential: VmHWM MiB", "p50 ms", "busy, concurrent: VmHWM MiB", "p50 ms", "failed steps", "process exited"}, rows)
 	for _, n := range notes {

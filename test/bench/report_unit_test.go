@@ -83,9 +83,9 @@ func TestReportRenders(t *testing.T) {
 		"Test CPU", "![step latency p50 by object count](chart.svg)", "-bench . -benchtime 1x -count 3",
 		"clean: no data race, 500 steps", "**missed**", "### The 1.3× goal", "Observed on stderr: event refused",
 		"| explicit, 10 object(s), fresh | 12 |", "## 1b. The step in a busy namespace",
-		"| 5000 | step-only | 10 | 10 | 20 | 22 | 1.10× | 1.10× | 28 (10) | 27 (10) | 2000 | 0 |",
+		fmt.Sprintf("| 5000 | step-only | 10 | 10 | 20 | 22 | 1.10× | 1.10× | %d (%d) | %d (%d) | 2000 | 0 |", 18+5000/formulaPageSize, 5000/formulaPageSize, 17+5000/formulaPageSize, 5000/formulaPageSize),
 		"| step p50, 5000 Pods ÷ quiet (0 Pods), controller, 1 object(s) | 1.10× | ≤ 1.3× | met |",
-		"| 5000 | controller | 1 create events, 1 get leases, 10 list-page pods",
+		fmt.Sprintf("| 5000 | controller | 1 create events, 1 get leases, %d list-page pods", 5000/formulaPageSize),
 		"(goal ≤ 1.3× of floor+users)", "11 (1 users' lists + 10 patches)",
 	} {
 		if !strings.Contains(md, want) {
