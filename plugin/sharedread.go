@@ -52,7 +52,9 @@ type sharedRead struct {
 // Read returns a read of namespace ns's users (ReadUsage) that began after the call, shared
 // with the runs of the same namespace that asked before it began. known are the run's workloads
 // that exist (the Rollout whose step runs): the read knows every waiting run's. The read runs
-// until the latest deadline among its runs, and stops when every run has given up on it.
+// until the latest deadline among its runs, and stops when every run has given up on it. It is
+// sent with the Attacher of the run that asked first: the runs of one SharedReads must share
+// their clients (a step.Step's do).
 func (s *SharedReads) Read(ctx context.Context, a *Attacher, ns string, known ...ControllerRef) (*NamespaceUsage, error) {
 	s.mu.Lock()
 	if s.ns == nil {
