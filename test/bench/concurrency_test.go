@@ -69,7 +69,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 	b.Logf("created %d Rollouts with their ReplicaSets and objects in %v", n, time.Since(t0).Round(time.Millisecond))
 	kubeconfig := e.kubeconfigArgs(b, id)
-	raw, rawMeta := clientset(b, id), metaClient(b, id)
+	raw, rawMeta := clientset(b, protoConfig(id)), metaClient(b, id) // protobuf answers, as the plugin's typed reads
 
 	leaves := []struct {
 		name  string
@@ -121,7 +121,7 @@ func BenchmarkConcurrent(b *testing.B) {
 func rawStep(cs kubernetes.Interface, m metadata.Interface, s *objectSet, rv string) error {
 	ctx, cancel := bg()
 	defer cancel()
-	if err := floorUsers(ctx, cs, m, s.ro.Namespace, s.ro.UID, rv); err != nil {
+	if err := floorUsers(ctx, cs, m, s, rv); err != nil {
 		return err
 	}
 	if err := floorMetaPatches(ctx, m, s.ro.Namespace, s.objects(), ownerPatch(s.rs)); err != nil {

@@ -379,8 +379,8 @@ func metaClient(b testing.TB, cfg *rest.Config) metadata.Interface {
 	return m
 }
 
-// floorList is the step's one list before every user counted: the Rollout's ReplicaSets by its selector, consistent
-// (resourceVersion "", as the step listed them before every user counted).
+// floorList is the step's first list: the Rollout's ReplicaSets by its selector, consistent
+// (resourceVersion "", as the step lists them before it reads any user).
 func floorList(ctx context.Context, cs kubernetes.Interface, s *objectSet) error {
 	return floorListRV(ctx, cs, s, "")
 }
@@ -406,23 +406,30 @@ var usersControllers = []struct {
 	{"argoproj.io", "Experiment", v1alpha1.SchemeGroupVersion.WithResource("experiments")},
 }
 
-// floorUsers sends the reads the step makes before any write (plugin/reads.go ReadUsage: every
-// user of an object in the namespace counts) straight through client-go, concurrently as the
-// step does: every ReplicaSet of the namespace (consistent, typed: the pod templates), then,
-// metadata only and one after the other, each checked controller kind (Deployment, Rollout,
-// Experiment) that controls a ReplicaSet other than the step's own Rollout's; beside it every
-// StatefulSet, DaemonSet, Job and CronJob (typed) and the Pods' metadata. The fixtures hold no
-// bare Pod, so the step lists none by name. No decoding beyond client-go's, no planning.
+// floorUsers sends the reads the step makes before any write straight through client-go, in
+// the step's order: first its own Rollout's ReplicaSets (a list by the Rollout's selector,
+// floorListRV: the step reads users only once its target exists), then, concurrently as
+// plugin/readusage.go ReadUsage does (every user of an object in the namespace counts), every
+// ReplicaSet of the namespace (typed: the pod templates), then, metadata only and one after the
+// other, each checked controller kind (Deployment, Rollout, Experiment) that controls a
+// ReplicaSet other than the step's own Rollout's; beside it every StatefulSet, DaemonSet, Job,
+// CronJob and ControllerRevision (typed) and the Pods' metadata. The fixtures hold no bare Pod,
+// so the step lists none by name. No decoding beyond client-go's, no planning.
 //
 // rv is the lists' resourceVersion: "" (consistent, as the step lists) or "0" (whatever the
 // watch cache holds).
-func floorUsers(ctx context.Context, cs kubernetes.Interface, m metadata.Interface, ns string, rollout ktypes.UID, rv string) error {
+func floorUsers(ctx context.Context, cs kubernetes.Interface, m metadata.Interface, s *objectSet, rv string) error {
+	if err := floorListRV(ctx, cs, s, rv); err != nil {
+		return err
+	}
+	ns, rollout := s.ro.Namespace, s.ro.UID
 	opts := metav1.ListOptions{ResourceVersion: rv}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { _, err := cs.AppsV1().StatefulSets(ns).List(ctx, opts); return err })
 	g.Go(func() error { _, err := cs.AppsV1().DaemonSets(ns).List(ctx, opts); return err })
 	g.Go(func() error { _, err := cs.BatchV1().Jobs(ns).List(ctx, opts); return err })
 	g.Go(func() error { _, err := cs.BatchV1().CronJobs(ns).List(ctx, opts); return err })
+	g.Go(func() error { _, err := cs.AppsV1().ControllerRevisions(ns).List(ctx, opts); return err })
 	g.Go(func() error {
 		_, err := m.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(ctx, opts)
 		return err

@@ -30,7 +30,7 @@ type variant struct {
 // Variants of BenchmarkStepLatency, from the bare floor to the plugin through its process.
 const (
 	vFloor       = "floor"              // N patches, client-go, 8 at a time
-	vFloorList   = "floor+list"         // + one list of the Rollout's ReplicaSets by selector, consistent (the step's only read before every user counted)
+	vFloorList   = "floor+list"         // + one list of the Rollout's ReplicaSets by selector, consistent (the step's first read, before any user's)
 	vFloorCached = "floor+cachedlist"   // + the list served from the watch cache as is (resourceVersion "0")
 	vFloorUsers  = "floor+users"        // the step's reads of the namespace's users (floorUsers), then the patches
 	vInProcNoEv  = "inprocess-noevents" // step.Step in the test process, no Event
@@ -62,8 +62,7 @@ const (
 //
 // floor+users (floorUsers, then the patches) sends the reads the step makes of the
 // namespace's users and the same patches: the floor of the step's required requests, which
-// the 1.3× goal is against. floor+list is the one list the step made before every user
-// counted.
+// the 1.3× goal is against. floor+list is the step's first list alone (its own ReplicaSets).
 //
 // One leaf per object count and mode times every variant, interleaved step by step (see
 // latencyLeaf); ns/op is the plugin's mean step, floor-ns/op the floor's, <variant>-p50-ms
@@ -72,7 +71,7 @@ func BenchmarkStepLatency(b *testing.B) {
 	e := newEnv(b)
 	id := e.controllerIdentity(b)
 	proc := startPlugin(b, plugin.DefaultQPS, plugin.DefaultBurst, e.kubeconfigArgs(b, id)...)
-	floor := clientset(b, id)
+	floor := clientset(b, protoConfig(id)) // protobuf answers, as the plugin's typed reads (plugin.NewKube)
 	floorMeta := metaClient(b, id)
 	inproc := inProcessStep(b, id, true)
 	inprocNoEv := inProcessStep(b, id, false)
@@ -96,7 +95,7 @@ func BenchmarkStepLatency(b *testing.B) {
 				return floorMetaPatches(ctx, floorMeta, e.ns, objs, body)
 			}},
 			{name: vFloorUsers, step: func(ctx context.Context) error {
-				if err := floorUsers(ctx, floor, floorMeta, e.ns, set.ro.UID, ""); err != nil {
+				if err := floorUsers(ctx, floor, floorMeta, set, ""); err != nil {
 					return err
 				}
 				return floorMetaPatches(ctx, floorMeta, e.ns, objs, body)
