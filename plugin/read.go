@@ -379,10 +379,10 @@ func (a *Attacher) Prefetch(ctx context.Context, ns string, leases []LeaseRef, o
 		p.Leases, p.LeaseWarnings = a.readLeases(ctx, leases)
 		return nil
 	})
+	if !labels {
+		objs = nil
+	}
 	for _, o := range objs {
-		if !labels {
-			break
-		}
 		g.Go(func() error {
 			if m, err := a.getMeta(ctx, ns, o); err == nil && m != nil {
 				mu.Lock()

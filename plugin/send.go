@@ -156,5 +156,5 @@ func createEvent(kube Kube, ev *corev1.Event) error {
 // holds is one page of full objects of each kind it lists at once, whatever the namespace's
 // size. 100, not client-go's and kubectl's 500: a read lists seven kinds at once inside the
 // Rollouts controller's pod, and at 500 a page a read of a 5,000-Pod namespace raised the
-// plugin's peak RSS by 12 MiB, at 100 by 7.5 MiB, for a few more requests (docs/benchmarks.md).
+// plugin's peak RSS by about 12 MiB, at 100 by about 8, for a few more requests (docs/benchmarks.md).
 const PageSize = 100

@@ -45,14 +45,19 @@ func (k *gatedKube) reads() int {
 	return k.lists
 }
 
+// gatedWorld is a namespace of one ReplicaSet behind a gatedKube, and an Attacher reading it.
+func gatedWorld() (*pagingKube, *gatedKube, *Attacher) {
+	base := &pagingKube{rss: manyReplicaSets(1, "uid-web")}
+	k := &gatedKube{pagingKube: base, taken: make(chan struct{}), gate: make(chan struct{})}
+	return base, k, &Attacher{Client: k, Meta: fakemeta.New(fake.NewClientset()), Backoff: wait.Backoff{Steps: 1}}
+}
+
 // TestSharedReadsCoalesce: runs of one namespace that ask while a read is in flight share the
 // next read, which begins after they asked: a ReplicaSet created after the read in flight took
 // its view is seen by them (joining the read in flight would miss it), the namespace is read
 // twice for three runs, and the shared read knows every waiting run's workload.
 func TestSharedReadsCoalesce(t *testing.T) {
-	base := &pagingKube{rss: manyReplicaSets(1, "uid-web")}
-	k := &gatedKube{pagingKube: base, taken: make(chan struct{}), gate: make(chan struct{})}
-	a := &Attacher{Client: k, Meta: fakemeta.New(fake.NewClientset()), Backoff: wait.Backoff{Steps: 1}}
+	base, k, a := gatedWorld()
 	var s SharedReads
 	web := ControllerRef{Kind: KindRollout, Name: "web", UID: "uid-web"}
 	api := ControllerRef{Kind: KindRollout, Name: "api", UID: "uid-api"}
@@ -123,9 +128,7 @@ func TestSharedReadsCoalesce(t *testing.T) {
 // TestSharedReadsGiveUp: a run whose deadline passes while it waits returns its context's
 // error; a run that asks afterwards still gets a read of its own.
 func TestSharedReadsGiveUp(t *testing.T) {
-	base := &pagingKube{rss: manyReplicaSets(1, "uid-web")}
-	k := &gatedKube{pagingKube: base, taken: make(chan struct{}), gate: make(chan struct{})}
-	a := &Attacher{Client: k, Meta: fakemeta.New(fake.NewClientset()), Backoff: wait.Backoff{Steps: 1}}
+	_, k, a := gatedWorld()
 	var s SharedReads
 	web := ControllerRef{Kind: KindRollout, Name: "web", UID: "uid-web"}
 
