@@ -39,9 +39,10 @@ type StepShape struct {
 	// ControllerKinds are the kinds (Deployment, Rollout, Experiment) that control the
 	// namespace's other ReplicaSets; each is listed (metadata) to confirm they are live.
 	ControllerKinds []string
-	// OwnPods are the Pods no ReplicaSet, Job, StatefulSet or DaemonSet controls (bare, or
-	// of a controller kind configmap-attacher does not know): their specs are read.
-	OwnPods []string
+	// Pods is the namespace's Pods' metadata, as the step's read of it keeps it: the specs of
+	// those no ReplicaSet, Job, StatefulSet or DaemonSet controls (bare, or of a controller
+	// kind configmap-attacher does not know) are read (PodCensus.SpecReads).
+	Pods PodCensus
 }
 
 // StepReads lists the requests a step with a target sends before its writes (with the default
@@ -52,8 +53,9 @@ type StepShape struct {
 //	maintained:   get each object's metadata, up to 8 at once (are they opted in?); nothing else
 //	otherwise:    list ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, ControllerRevisions
 //	              (typed, paged) and Pods (metadata, paged); list each kind in ControllerKinds
-//	              (metadata, paged); then the specs of OwnPods: a list by name each when at most
-//	              manyPods, else one paged list of the Pods
+//	              (metadata, paged); then the specs of the Pods no known controller controls:
+//	              one paged list per group of them with the same label keys, by name the
+//	              others, or one paged list of every Pod when more than manyPods are by name
 //
 // A waiting step (no target yet) sends the first list alone.
 func StepReads(s StepShape) []Read {
@@ -90,12 +92,8 @@ func StepReads(s StepShape) []Read {
 			}
 		}
 	}
-	pods := corev1.SchemeGroupVersion.WithResource("pods")
-	if len(s.OwnPods) > manyPods {
-		return append(out, Read{Verb: "list", Resource: pods, Namespace: ns, ListOptions: paged})
-	}
-	for _, p := range s.OwnPods {
-		out = append(out, Read{Verb: "list", Resource: pods, Namespace: ns, ListOptions: metav1.ListOptions{FieldSelector: "metadata.name=" + p}})
+	for _, opts := range s.Pods.SpecReads(true) {
+		out = append(out, Read{Verb: "list", Resource: corev1.SchemeGroupVersion.WithResource("pods"), Namespace: ns, ListOptions: opts})
 	}
 	return out
 }

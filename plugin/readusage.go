@@ -34,12 +34,6 @@ import (
 // deadline gets a transient error, which the Rollouts controller retries.
 var usageReads = make(chan struct{}, 2)
 
-// podName is a Pod whose spec may have to be read.
-type podName struct {
-	name string
-	uid  types.UID
-}
-
 // usageRead is one ReadUsage in progress: what it keeps of each page, under mu.
 type usageRead struct {
 	a  *Attacher
@@ -49,9 +43,8 @@ type usageRead struct {
 	// revisions: the StatefulSets' and DaemonSets' revisions were read; else (forbidden) their
 	// Pods' specs are read instead.
 	revisions bool
-	// setPods are the Pods a StatefulSet or DaemonSet controls, otherPods those no known
-	// controller does (bare, or of a kind configmap-attacher does not read).
-	setPods, otherPods []podName
+	// pods is what the Pods' metadata said: which Pods' specs may be needed, and their labels.
+	pods PodCensus
 	// read counts the objects read so far, for the message of a read that ran out of time.
 	read atomic.Int64
 }
@@ -144,11 +137,7 @@ func (r *usageRead) run(ctx context.Context, known []ControllerRef) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	want := r.otherPods
-	if !r.revisions {
-		want = append(want, r.setPods...)
-	}
-	return r.podSpecs(ctx, want)
+	return r.podSpecs(ctx, &r.pods)
 }
 
 // replicaSets lists every ReplicaSet of the namespace, keeping of each its identity, labels
@@ -277,7 +266,7 @@ func (r *usageRead) podMetadata(ctx context.Context) error {
 	reset := func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.setPods, r.otherPods = nil, nil
+		r.pods = PodCensus{}
 	}
 	err := r.a.pages(ctx, metav1.ListOptions{}, reset, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := r.a.Meta.Resource(gvr).Namespace(r.ns).List(ctx, opts)
@@ -287,14 +276,7 @@ func (r *usageRead) podMetadata(ctx context.Context) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for i := range l.Items {
-			p := podName{l.Items[i].Name, l.Items[i].UID}
-			switch podController(metav1.GetControllerOfNoCopy(&l.Items[i])) {
-			case podOfTemplate:
-			case podOfSet:
-				r.setPods = append(r.setPods, p)
-			default:
-				r.otherPods = append(r.otherPods, p)
-			}
+			r.pods.Add(&l.Items[i])
 		}
 		r.read.Add(int64(len(l.Items)))
 		return l.Continue, nil
@@ -330,67 +312,6 @@ func podController(ref *metav1.OwnerReference) int {
 	}
 	return podOwn
 }
-
-// podSpecs reads the specs of the Pods in want: a list by name each (concurrency() at a time)
-// when they are at most manyPods, else one paged list of the namespace's Pods keeping only
-// those (list: the Rollouts controller's role has no get on pods; a Pod gone since is simply
-// not there).
-func (r *usageRead) podSpecs(ctx context.Context, want []podName) error {
-	if len(want) == 0 {
-		return nil
-	}
-	keep := make(map[types.UID]bool, len(want))
-	for _, p := range want {
-		keep[p.uid] = true
-	}
-	var mu sync.Mutex
-	var added []template
-	page := func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		l, err := r.a.Client.ListPods(ctx, r.ns, opts)
-		if err != nil {
-			return "", err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range l.Items {
-			if p := &l.Items[i]; keep[p.UID] {
-				added = append(added, template{user: OtherUser{"Pod", p.Name}, refs: TemplateReferences(&p.Spec)})
-			}
-		}
-		r.read.Add(int64(len(l.Items)))
-		return l.Continue, nil
-	}
-	var err error
-	if len(want) > manyPods {
-		err = r.a.pages(ctx, metav1.ListOptions{}, func() { added = nil }, page)
-	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(r.a.concurrency())
-		for _, p := range want {
-			g.Go(func() error {
-				return r.a.call(gctx, func(ctx context.Context) error {
-					_, err := page(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + p.name})
-					return err
-				})
-			})
-		}
-		err = g.Wait()
-	}
-	if err != nil {
-		return r.a.usageError(err, "pods", r.ns)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.u.templates = append(r.u.templates, added...)
-	return nil
-}
-
-// manyPods is how many Pods' specs are read by name (a small request each, concurrently)
-// before one paged list of the namespace's Pods is read instead. By name is far cheaper for
-// both sides until the requests outnumber that list's pages many times over: 64 Pods by name
-// are ~64 small answers (~4 KiB each), while one list of a 5,000-Pod namespace is 10 pages of
-// every Pod in full (MiBs); 1 % of 5,000 Pods, say Argo Workflows' or Tekton's, stays below it.
-const manyPods = 64
 
 // tooLarge is a read that ran out of the run's time. It is not a *FailError: the same deadline
 // passes on a namespace of ordinary size when the apiserver is slow for a moment, and failing

@@ -103,15 +103,24 @@ func TestOldRevisionPodOfAStatefulSetBlocks(t *testing.T) {
 	}
 }
 
-// podLists counts the Pod lists a run sent: the first is the metadata list; every later one
-// reads specs.
+// podLists lists the Pod lists a run sent after the first (the metadata list), which read
+// specs: "name" (by name), "all" (every Pod), or "labels <selector>".
 func podLists(c *fake.Clientset) (specs []string) {
 	n := 0
 	for _, a := range c.Actions() {
 		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" {
 			n++
-			if n > 1 {
-				specs = append(specs, l.GetListRestrictions().Fields.String())
+			if n == 1 {
+				continue
+			}
+			r := l.GetListRestrictions()
+			switch {
+			case !r.Fields.Empty():
+				specs = append(specs, "name")
+			case !r.Labels.Empty():
+				specs = append(specs, "labels "+r.Labels.String())
+			default:
+				specs = append(specs, "all")
 			}
 		}
 	}
@@ -121,7 +130,9 @@ func podLists(c *fake.Clientset) (specs []string) {
 // TestPodsNoKnownControllerStandsForBlock: a bare Pod, a Pod of a controller kind
 // configmap-attacher does not know (an Argo Workflow's), and a Pod that copies a ReplicaSet's
 // labels but has no controller reference each still block: their own specs are read, by name
-// when few, by one list when many. A ReplicaSet's or Job's Pod is never read: its template is.
+// when few, by one list of the Pods that share their label keys when those are many, by one
+// list of every Pod when many have label keys of their own. A ReplicaSet's or Job's Pod is never
+// read by name: its template stands for it.
 func TestPodsNoKnownControllerStandsForBlock(t *testing.T) {
 	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
 	pod := func(name string, ref *metav1.OwnerReference, labels map[string]string, cms ...string) *corev1.Pod {
@@ -135,42 +146,72 @@ func TestPodsNoKnownControllerStandsForBlock(t *testing.T) {
 	rsRef := &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: cur.Name, UID: cur.UID, Controller: &yes}
 	jobRef := &metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "batch", UID: "uid-job", Controller: &yes}
 	wfRef := &metav1.OwnerReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "wf", UID: "uid-wf", Controller: &yes}
+	wfLabels := func(i int) map[string]string {
+		return map[string]string{"workflows.argoproj.io/workflow": "wf", "step": fmt.Sprint(i)}
+	}
+	const wfSel = "step in (%s),workflows.argoproj.io/workflow in (wf)"
 	for _, tc := range []struct {
-		name  string
-		user  *corev1.Pod
-		many  bool
-		who   string
-		specs int // Pod spec lists
+		name string
+		user *corev1.Pod
+		// many: 64 more Pods of the Workflow (labels: with the user's label keys, else none).
+		many, labelled bool
+		// relabel: the user's labels change between the metadata read and the specs' list.
+		relabel bool
+		who     string
+		specs   []string // the spec lists, sorted
 	}{
-		{"bare Pod", pod("debug", nil, nil, "shared"), false, "Pod debug", 1},
-		{"Pod of an unknown controller kind", pod("wf-1", wfRef, nil, "shared"), false, "Pod wf-1", 1},
-		{"Pod copying a ReplicaSet's labels, no controller reference", pod("copy", nil, cur.Labels, "shared"), false, "Pod copy", 1},
-		{"many such Pods: one list", pod("debug", nil, nil, "shared"), true, "Pod debug", 1},
+		{"bare Pod", pod("debug", nil, nil, "shared"), false, false, false, "Pod debug", []string{"name"}},
+		{"Pod of an unknown controller kind", pod("wf-1", wfRef, nil, "shared"), false, false, false, "Pod wf-1", []string{"name"}},
+		{"Pod copying a ReplicaSet's labels, no controller reference", pod("copy", nil, cur.Labels, "shared"), false, false, false, "Pod copy", []string{"name"}},
+		{"many such Pods without labels: one list of every Pod", pod("debug", nil, nil, "shared"), true, false, false, "Pod debug", []string{"all"}},
+		{"many Pods with the same label keys: one list by their labels", pod("wf-1", wfRef, wfLabels(1), "shared"), true, true, false, "Pod wf-1", nil},
+		{"a Pod relabelled before the list by labels: read by name after", pod("wf-1", wfRef, wfLabels(1), "shared"), true, true, true, "Pod wf-1", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := []runtime.Object{cur, fixtures.ConfigMap("shared"), tc.user,
 				pod("rs-pod", rsRef, cur.Labels, "shared"), pod("job-pod", jobRef, nil, "other")}
+			var steps []string
 			if tc.many {
-				for i := 0; i < 64; i++ { // manyPods (64) + the user: one list
-					objs = append(objs, pod(fmt.Sprintf("wf-%d", i+10), wfRef, nil, "other"))
+				for i := 10; i < 74; i++ { // manyPods (64) + the user
+					var ls map[string]string
+					if tc.labelled {
+						ls = wfLabels(i)
+						steps = append(steps, fmt.Sprint(i))
+					}
+					objs = append(objs, pod(fmt.Sprintf("wf-%d", i), wfRef, ls, "other"))
+				}
+			}
+			if tc.labelled {
+				steps = append(steps, "1")
+				slices.Sort(steps)
+				tc.specs = []string{"labels " + fmt.Sprintf(wfSel, strings.Join(steps, ","))}
+				if tc.relabel {
+					tc.specs = append(tc.specs, "name")
 				}
 			}
 			c := fake.NewClientset(objs...)
+			if tc.relabel {
+				relabelled := false
+				c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if !relabelled && !a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() {
+						relabelled = true
+						p := tc.user.DeepCopy()
+						p.Labels = map[string]string{"workflows.argoproj.io/workflow": "wf-retried"}
+						if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, testNS); err != nil {
+							t.Error(err)
+						}
+					}
+					return false, nil, nil
+				})
+			}
 			res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
 			if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by "+tc.who) || writes(c) != 0 {
 				t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
 			}
 			specs := podLists(c)
-			if len(specs) != tc.specs {
-				t.Errorf("%d Pod spec lists %v, want %d", len(specs), specs, tc.specs)
-			}
-			for _, fs := range specs {
-				if strings.Contains(fs, "rs-pod") || strings.Contains(fs, "job-pod") {
-					t.Errorf("read the spec of a Pod its controller's template stands for: %s", fs)
-				}
-				if tc.many != (fs == "") {
-					t.Errorf("Pod spec list %q: want by name only when few", fs)
-				}
+			slices.Sort(specs)
+			if !slices.Equal(specs, tc.specs) {
+				t.Errorf("Pod spec lists\n  %s\nwant\n  %s", strings.Join(specs, "\n  "), strings.Join(tc.specs, "\n  "))
 			}
 		})
 	}
@@ -279,9 +320,18 @@ func TestStepReadsIsTheFormula(t *testing.T) {
 			w.OwnerReferences[0].APIVersion, w.OwnerReferences[0].Kind, w.OwnerReferences[0].Name = "apps/v1", "Deployment", "worker"
 			_, _ = c.AppsV1().ReplicaSets(testNS).Create(t.Context(), w, metav1.CreateOptions{})
 			return c
-		}(), plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, ControllerKinds: []string{plugin.KindDeployment}, OwnPods: []string{"debug"}}},
+		}(), plugin.StepShape{Workload: wl, Objects: cfg, Leases: []plugin.LeaseRef{ctlLease}, ControllerKinds: []string{plugin.KindDeployment}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if !tc.shape.Maintained {
+				pods, err := tc.c.CoreV1().Pods(testNS).List(t.Context(), metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range pods.Items {
+					tc.shape.Pods.Add(&pods.Items[i])
+				}
+			}
 			tc.c.ClearActions()
 			s := newStep(tc.c)
 			s.ControllerLeases = []plugin.LeaseRef{ctlLease}
