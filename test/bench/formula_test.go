@@ -41,10 +41,6 @@ func newFormulaClients(b testing.TB, cfg *rest.Config) formulaClients {
 	return formulaClients{kube: clientset(b, protoConfig(cfg)), meta: metaClient(b, cfg)}
 }
 
-// knownPodControllers are the controller kinds whose Pods' specs the formula does not read:
-// their own objects (templates, ControllerRevisions) stand for them.
-var knownPodControllers = map[string]bool{"ReplicaSet": true, "Job": true, "StatefulSet": true, "DaemonSet": true}
-
 // floorFormula sends the reads of the step's formula (what a step needs to know, and
 // no more) straight through client-go, as the step would send them, without decoding beyond
 // client-go's or planning:
@@ -58,7 +54,8 @@ var knownPodControllers = map[string]bool{"ReplicaSet": true, "Job": true, "Stat
 //     StatefulSet, DaemonSet, Job, CronJob and apps/v1 ControllerRevision, and the Pods'
 //     metadata, every list in pages of formulaPageSize, typed ones in protobuf; then the specs
 //     of the Pods whose controller is none of ReplicaSet, Job, StatefulSet or DaemonSet (bare
-//     Pods, unknown controller kinds), a list by name each, 8 at a time.
+//     Pods, unknown controller kinds): a paged list per group of them with the same label
+//     keys, by name the others (floorPodSpecs).
 //
 // The patches and the Event follow (the caller's). Waiting for its target, the step would send
 // only the first list.
@@ -162,27 +159,31 @@ func floorNamespaceReads(ctx context.Context, c formulaClients, ns string, own k
 	return g.Wait()
 }
 
-// floorPodSpecs reads the Pods' metadata, then the spec of each Pod no known controller stands
-// for (a list by name: the Rollouts controller's role lists Pods but does not get them).
+// floorPodSpecs reads the Pods' metadata, then the specs of the Pods no known controller
+// stands for with the requests the formula names for them (plugin.PodCensus.SpecReads: one
+// paged list per group of them with the same label keys, by name the others; every Pod in one
+// paged list when more than 64 are by name), 8 at a time.
 func floorPodSpecs(ctx context.Context, c formulaClients, ns string) error {
-	var names []string
+	var census plugin.PodCensus
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
-	err := pagedMeta(ctx, c.meta, pods, ns, func(m *metav1.PartialObjectMetadata) {
-		if ref := metav1.GetControllerOfNoCopy(m); ref == nil || !knownPodControllers[ref.Kind] {
-			names = append(names, m.Name)
-		}
-	})
-	if err != nil {
+	if err := pagedMeta(ctx, c.meta, pods, ns, func(m *metav1.PartialObjectMetadata) { census.Add(m) }); err != nil {
 		return err
 	}
-	refs := make([]objRef, len(names))
-	for i, n := range names {
-		refs[i] = objRef{name: n}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, o := range census.SpecReads(true) {
+		g.Go(func() error {
+			if o.Limit == 0 {
+				_, err := c.kube.CoreV1().Pods(ns).List(ctx, o)
+				return err
+			}
+			return paged(ctx, func(ctx context.Context, p metav1.ListOptions) (string, error) {
+				p.LabelSelector = o.LabelSelector
+				return continueOf(c.kube.CoreV1().Pods(ns).List(ctx, p))
+			})
+		})
 	}
-	return floorSend(ctx, refs, func(ctx context.Context, o objRef) error {
-		_, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + o.name})
-		return err
-	})
+	return g.Wait()
 }
 
 // continueOf is a typed list's continue token.
