@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,4 +108,29 @@ func TestSpecReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDocsStateSpecReadLimits: docs/security.md states the limits the spec reads use.
+func TestDocsStateSpecReadLimits(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("would pass %s characters", thousandsOf(maxSelector)),
+		fmt.Sprintf("more than %d such Pods by name", manyPods),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/security.md does not say %q", want)
+		}
+	}
+}
+
+func thousandsOf(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -24,7 +24,8 @@ import (
 // them in pages of PageSize, keeps only what the rule needs (the references of each pod
 // template, the identity of each ReplicaSet), and reads a Pod's spec only where no known
 // controller's template stands for it, found from its controller reference (never from its
-// labels, which anyone can copy).
+// labels, which anyone can copy; labels only choose the list that reads those specs,
+// podspecs.go).
 
 // usageReads bounds the namespace-wide reads (ReadUsage) in flight in one process. The Rollouts
 // controller runs up to ten steps at once through one plugin process, inside its own pod: each
@@ -63,7 +64,8 @@ type usageRead struct {
 //	the specs of Pods no ReplicaSet,
 //	  Job, or (revisions read)
 //	  StatefulSet or DaemonSet
-//	  controls                        by name when at most manyPods, else one paged list keeping only those
+//	  controls                        typed protobuf, paged: one list per group with the same label
+//	                                  keys (PodCensus.SpecReads), the others by name, kept by UID
 //
 // A forbidden list is a *FailError naming the grant (without it not every user is known),
 // except ControllerRevisions: without them the Pods of StatefulSets and DaemonSets are read in

@@ -34,7 +34,7 @@ func readmeSummary(r *results) string {
 		"live controller maintains them and %s in a step-only install, which must read every user. A step lists "+
 		"its Rollout's ReplicaSets, reads the controller's Lease and, beside a live controller, each object's "+
 		"metadata; only for objects no live controller maintains, the namespace's users (lists in pages of %d; Pods as metadata, Pod "+
-		"specs only where no known controller stands for them); then 1 patch per object and 1 Event. The figures "+
+		"specs only where no known controller stands for them, one list per label scheme); then 1 patch per object and 1 Event. The figures "+
 		"and how they were measured are in [docs/benchmarks.md](docs/benchmarks.md).",
 		p(quiet, installController, 1), p(quiet, installController, 10), thousands(big),
 		p(big, installController, 1), p(big, installStepOnly, 1), formulaPageSize)
