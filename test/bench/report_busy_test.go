@@ -190,6 +190,8 @@ func renderBusyPods(w *mdWriter, r *results) {
 	w.p("Goals, from the figures above:")
 	w.p("")
 	w.table([]string{"goal", "figure", "limit", "verdict"}, rows)
+	w.p("The requests are held to the same count at every busy Pod count and shown for the quiet namespace beside them: it holds no Pod, so no Pod's spec is read there, while in the busy ones the specs of the Pods of the unknown controller kind (one label scheme) take one list, whatever their number.")
+	w.p("")
 	rows = nil
 	for _, pods := range busyPodCounts {
 		for _, install := range busyInstalls {
