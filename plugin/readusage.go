@@ -64,8 +64,8 @@ type usageRead struct {
 //	the specs of Pods no ReplicaSet,
 //	  Job, or (revisions read)
 //	  StatefulSet or DaemonSet
-//	  controls                        typed protobuf, paged: one list per group with the same label
-//	                                  keys (PodCensus.SpecReads), the others by name, kept by UID
+//	  controls                        typed protobuf: a paged list per group with the same label keys
+//	                                  (PodCensus.SpecReads), the others by name; kept by UID
 //
 // A forbidden list is a *FailError naming the grant (without it not every user is known),
 // except ControllerRevisions: without them the Pods of StatefulSets and DaemonSets are read in
