@@ -214,8 +214,8 @@ func (c *PodCensus) matching(sel labels.Selector) int {
 	return n
 }
 
-// podSpecs reads the specs of the Pods the census wants, as SpecReads says (concurrency() at a
-// time), keeping each answer by UID; then, by name, any wanted Pod a group's list did not
+// podSpecs reads the specs of the Pods the census wants, as SpecReads says, keeping each answer
+// by UID; then, by name, any wanted Pod a group's list did not
 // return. A Pod gone since is simply not there. Lists, not gets: the Rollouts controller's role
 // lists Pods but does not get them.
 func (r *usageRead) podSpecs(ctx context.Context, census *PodCensus) error {
@@ -266,11 +266,30 @@ func (r *usageRead) podSpecs(ctx context.Context, census *PodCensus) error {
 		}
 		return err
 	}
+	// send reads by name concurrently and the paged lists one after another, beside them:
+	// each page holds up to PageSize Pods in full, so one at a time keeps the memory of one
+	// list of every Pod, however many groups there are.
 	send := func(reads []metav1.ListOptions) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(r.a.concurrency())
+		var paged []metav1.ListOptions
 		for _, opts := range reads {
-			g.Go(func() error { return read(gctx, opts) })
+			if opts.Limit > 0 {
+				paged = append(paged, opts)
+			}
+		}
+		g.Go(func() error {
+			for _, opts := range paged {
+				if err := read(gctx, opts); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, opts := range reads {
+			if opts.Limit == 0 {
+				g.Go(func() error { return read(gctx, opts) })
+			}
 		}
 		return g.Wait()
 	}

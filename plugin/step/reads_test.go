@@ -217,6 +217,41 @@ func TestPodsNoKnownControllerStandsForBlock(t *testing.T) {
 	}
 }
 
+// TestPodsOfTwoLabelSchemes: the Pods of two unknown controllers with label keys of their own
+// (Workflows', TaskRuns') take one list each, read one after the other, and a user among either
+// is found.
+func TestPodsOfTwoLabelSchemes(t *testing.T) {
+	cur := fixtures.ReplicaSet(curHash, "uid-cur", fixtures.RolloutUID, fixtures.PodSpec([]string{"shared"}, nil))
+	for _, user := range []string{"wf-3", "run-2"} {
+		t.Run(user, func(t *testing.T) {
+			objs := []runtime.Object{cur, fixtures.ConfigMap("shared")}
+			add := func(name, kind string, labels map[string]string) {
+				cms := []string{"other"}
+				if name == user {
+					cms = []string{"shared"}
+				}
+				objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name), Labels: labels,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.io/v1", Kind: kind, Name: kind, UID: k8stypes.UID("uid-" + kind), Controller: &yes}}},
+					Spec: fixtures.PodSpec(cms, nil)})
+			}
+			for i := range 5 {
+				add(fmt.Sprint("wf-", i), "Workflow", map[string]string{"workflow": "wf"})
+				add(fmt.Sprint("run-", i), "TaskRun", map[string]string{"tekton.dev/taskRun": "run"})
+			}
+			c := fake.NewClientset(objs...)
+			res, _ := newStep(c).Run(fixtures.Rollout(curHash), stepCtx(`{"configMaps":["shared"]}`))
+			if res.Phase != types.PhaseFailed || !strings.Contains(res.Message, "also used by Pod "+user) || writes(c) != 0 {
+				t.Errorf("%s %s (%d writes)", res.Phase, res.Message, writes(c))
+			}
+			specs := podLists(c)
+			slices.Sort(specs)
+			if want := []string{"labels tekton.dev/taskRun in (run)", "labels workflow in (wf)"}; !slices.Equal(specs, want) {
+				t.Errorf("Pod spec lists %v, want %v", specs, want)
+			}
+		})
+	}
+}
+
 // TestMaintainedObjectsReadNoOtherUsers: where a live controller maintains every object of the
 // run, the step reads its own ReplicaSets, the Lease and the objects' metadata, and no
 // namespace-wide list: the controller keeps the other users (here a StatefulSet, a bare Pod and
