@@ -36,7 +36,8 @@ type podName struct {
 
 // PodCensus is what a read of a namespace's Pods' metadata keeps for reading specs: the Pods
 // whose spec may be needed and, to know how many Pods a selector would return, how many Pods
-// carry each distinct set of labels (a few per workload, not one per Pod).
+// carry each distinct set of labels (a few per workload; one per Pod only where Pods carry a
+// label of their own, as a StatefulSet's statefulset.kubernetes.io/pod-name).
 type PodCensus struct {
 	// setPods are the Pods a StatefulSet or DaemonSet controls (their revisions stand for
 	// them when read), otherPods those no known controller does.
