@@ -119,7 +119,7 @@ func TestDocsStateSpecReadLimits(t *testing.T) {
 	doc := strings.Join(strings.Fields(string(b)), " ")
 	for _, want := range []string{
 		fmt.Sprintf("would pass %s characters", thousandsOf(maxSelector)),
-		fmt.Sprintf("more than %d such Pods by name", manyPods),
+		fmt.Sprintf("when more than %d Pods would be read by name", manyPods),
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/security.md does not say %q", want)
