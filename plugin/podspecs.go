@@ -43,6 +43,10 @@ type PodCensus struct {
 	// them when read), otherPods those no known controller does.
 	setPods, otherPods []podName
 	sets               map[string]*labelCount
+	// keys and key are Add's scratch: it runs once per Pod of a busy namespace, inside the
+	// step, and builds a label set's key without allocating unless the set is new.
+	keys []string
+	key  []byte
 }
 
 // labelCount is one distinct set of labels and how many Pods carry it.
@@ -53,15 +57,25 @@ type labelCount struct {
 
 // Add takes one Pod's metadata.
 func (c *PodCensus) Add(m metav1.Object) {
-	ls := labels.Set(m.GetLabels())
-	key := ls.String()
+	ls := m.GetLabels()
+	// The set's key: its pairs sorted by key ("k=v,"; neither '=' nor ',' can occur in a
+	// label's key or value, so the key is unambiguous).
+	c.keys = c.keys[:0]
+	for k := range ls {
+		c.keys = append(c.keys, k)
+	}
+	slices.Sort(c.keys)
+	c.key = c.key[:0]
+	for _, k := range c.keys {
+		c.key = append(append(append(append(c.key, k...), '='), ls[k]...), ',')
+	}
 	if c.sets == nil {
 		c.sets = map[string]*labelCount{}
 	}
-	if lc := c.sets[key]; lc != nil {
+	if lc := c.sets[string(c.key)]; lc != nil {
 		lc.n++
 	} else {
-		c.sets[key] = &labelCount{labels: ls, n: 1}
+		c.sets[string(c.key)] = &labelCount{labels: ls, n: 1}
 	}
 	p := podName{m.GetName(), m.GetUID(), m.GetLabels()}
 	switch podController(metav1.GetControllerOfNoCopy(m)) {
